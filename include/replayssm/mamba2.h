@@ -1,0 +1,76 @@
+// Mamba-2 decode ops: conventional step, ReplaySSM step (ordinary/flush) and speculative verify.
+// Math: DESIGN.md §2 "Mamba-2"; HF `modeling_mamba2.py` / `modeling_nemotron_h.py` mixer decode
+// (selective_state_update). Per slot b, head h, group g = h / (H / G):
+//   dt' = dt + dt_bias;  delta = softplus(dt') if dt_softplus (dt' kept above 20);  a = exp(delta * A),
+//   A = -exp(A_log);  S <- a*S + delta*x*B^T;  y = S*C + D*x;  y <- y * silu(z) if z is given.
+// The ops dispatch on the tensors' device (CPU or CUDA) and throw the errors of errors.h.
+#pragma once
+#include <cstdint>
+
+#include "replayssm/ring.h"
+#include "replayssm/tensor.h"
+
+namespace replayssm::mamba2 {
+
+/// Sizes of one Mamba-2 layer.
+struct Dims {
+  int64_t nheads = 0;   ///< H
+  int64_t headdim = 0;  ///< P
+  int64_t d_state = 0;  ///< N
+  int64_t ngroups = 0;  ///< G, divides H; heads h*G/H .. share B and C
+};
+
+/// Per-layer parameters (all float32, contiguous, on the op's device).
+struct Layer {
+  Dims dims;
+  TensorView A_log;    ///< [H]  A = -exp(A_log)
+  TensorView dt_bias;  ///< [H]
+  TensorView D;        ///< [H]  skip connection (empty: none)
+  bool dt_softplus = true;
+};
+
+/// Inputs of one step for a batch of rows: T tokens per row (T = 1 for decode steps).
+/// x, B, C and z share one dtype (float32 or bfloat16); dt is float32 or the same dtype as x.
+/// A rank without the T axis ([batch, H, P] etc.) is accepted where T = 1.
+struct Tokens {
+  TensorView x;   ///< [batch, T, H, P]
+  TensorView dt;  ///< [batch, T, H]  raw dt (before dt_bias and softplus)
+  TensorView B;   ///< [batch, T, G, N]
+  TensorView C;   ///< [batch, T, G, N]
+  TensorView z;   ///< [batch, T, H, P] optional gate (empty: none)
+};
+
+/// A layer's pool of slots. For the conventional step `state` is the recurrent state; for replay
+/// it is the checkpoint S0 and the ring holds the records since S0 (ring.h for the protocol).
+/// CPU backend: all float32.
+struct Cache {
+  TensorView state;    ///< [slots, H, P, N]
+  TensorView ring_x;   ///< [slots, H, R, P]  x of each record
+  TensorView ring_dt;  ///< [slots, H, R]     processed delta of each record, float32
+  TensorView ring_B;   ///< [slots, G, R, N]  B of each record
+};
+
+/// Conventional decode step (T = 1): reads, updates and writes state[slot] for every real row and
+/// writes y [batch, H, P] (or [batch, 1, H, P]; dtype of x). Pad rows get y = 0 and touch nothing.
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
+                       TensorView y);
+
+/// ReplaySSM decode step (ring mode kDecode, T = 1): per row, is_flush selects the flush (fold the
+/// h ring records and the current token into the checkpoint, written once, y from the new state)
+/// or the ordinary step (y from checkpoint + ring, append the record at logical position h, no
+/// state write). Cursors are only read: call replayssm::commit once per step for all layers.
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y);
+
+/// Speculative verify (ring mode kSpeculative): row b feeds T_b = rows.num_tokens[b] tokens
+/// (the last accepted token + drafts); their records are appended at logical h..h+T_b-1 and all
+/// T_b outputs are computed from the same checkpoint (DESIGN.md §2 "Speculative decoding").
+/// On is_flush rows the committed history (0..h-1) is folded into the checkpoint. y [batch, T, H, P];
+/// entries past T_b are written as 0.
+void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+            const Rows& rows, TensorView y);
+
+/// Zero the state/checkpoint of the rows' slots (fresh or reused slots; pad ids skipped).
+void reset_slots(Cache& cache, const Rows& rows);
+
+}  // namespace replayssm::mamba2
