@@ -82,6 +82,11 @@ struct Rows {
   TensorView slot_ids;        ///< [batch] int32; pad_slot_id marks a pad row (never read/written)
   int32_t pad_slot_id = -1;   ///< sentinel; must lie outside [0, slots)
   TensorView num_tokens;      ///< [batch] int32, 1..T per row (speculative only; empty = all T)
+  void* stream = nullptr;     ///< cudaStream_t for CUDA ops (nullptr: the default stream)
+  /// CUDA ops: copy device-resident slot ids / counts to the host and validate them before the
+  /// launch (synchronises; skipped while the stream is being captured into a CUDA graph). Kernels
+  /// treat any id outside [0, slots) as a pad row either way, so nothing outside the pool is touched.
+  bool check_device_ids = true;
 };
 
 /// Advance the cursors of the rows' slots after a step: num_accepted [batch] int32, 1..T_b per
