@@ -1,1 +1,34 @@
-int main() { return 0; }
+// replayssm: the command-line tool. Errors print one line and exit non-zero.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "replayssm/errors.h"
+#include "version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"replayssm: ReplaySSM decoding for hybrid SSM language models "
+               "(Mamba-2, Gated DeltaNet, KDA)"};
+  app.set_version_flag("--version", replayssm::kVersion);
+  app.require_subcommand(1);
+  replayssm::cli::Action action;
+  replayssm::cli::add_demo(app, action);
+  replayssm::cli::add_info(app, action);
+  replayssm::cli::add_planned(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "replayssm: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    return action();
+  } catch (const replayssm::Error& e) {
+    std::fprintf(stderr, "replayssm: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "replayssm: internal error: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,16 @@
+// Each subcommand of the replayssm CLI registers itself on the app; main() runs the chosen one.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace replayssm::cli {
+
+/// The action of the parsed subcommand; returns the process exit code.
+using Action = std::function<int()>;
+
+void add_demo(CLI::App& app, Action& action);
+void add_info(CLI::App& app, Action& action);
+/// generate, bench, eval: announced but not built yet (they say so and exit with status 2).
+void add_planned(CLI::App& app, Action& action);
+
+}  // namespace replayssm::cli

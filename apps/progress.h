@@ -1,0 +1,42 @@
+// A one-line progress bar on stderr, drawn only when stderr is a terminal (logs stay clean).
+#pragma once
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace replayssm::cli {
+
+class Progress {
+ public:
+  Progress(std::string label, long total)
+      : label_(std::move(label)), total_(total), tty_(isatty(fileno(stderr)) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+  ~Progress() { done(); }
+  void tick(long n = 1) {
+    current_ += n;
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (current_ < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const int width = 30;
+    const int fill = total_ > 0 ? static_cast<int>(width * current_ / total_) : width;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\r%s [%s%s] %ld/%ld %.1fs", label_.c_str(), std::string(fill, '#').c_str(),
+                 std::string(width - fill, ' ').c_str(), current_, total_, secs);
+    std::fflush(stderr);
+  }
+  void done() {
+    if (tty_ && !finished_) std::fprintf(stderr, "\r\033[K");
+    finished_ = true;
+  }
+
+ private:
+  std::string label_;
+  long total_, current_ = 0;
+  bool tty_, finished_ = false;
+  std::chrono::steady_clock::time_point start_, last_{};
+};
+
+}  // namespace replayssm::cli

@@ -1,0 +1,12 @@
+# ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (a ;-list) and requires exit code
+# ${RC} and exactly one line on stderr matching ${PATTERN} (a crash fails: its code is not ${RC}).
+execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT "${rc}" STREQUAL "${RC}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${RC}\nstdout: ${out}\nstderr: ${err}")
+endif()
+string(STRIP "${err}" err)
+string(REGEX MATCHALL "\n" newlines "${err}")
+list(LENGTH newlines n)
+if(NOT n EQUAL 0 OR NOT err MATCHES "${PATTERN}")
+  message(FATAL_ERROR "stderr must be one line matching '${PATTERN}', got:\n${err}")
+endif()
