@@ -1,0 +1,165 @@
+// Mamba-2 decode on the CPU: the conventional step, the ReplaySSM step (ordinary output-only
+// route and flush) and slot reset. Arguments were validated by the host API.
+#include "cpu/mamba2_cpu.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "cpu/mamba2_cpu_impl.h"
+
+namespace replayssm::cpu::mamba2 {
+namespace {
+
+const float* opt_ptr(const TensorView& t) { return t.empty() ? nullptr : t.ptr<const float>(); }
+
+}  // namespace
+
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const HostRows& rows,
+                       const TensorView& y) {
+  const Geo geo(layer, in, y, 0);
+  const int64_t H = geo.H, P = geo.P, N = geo.N;
+  const float* D = opt_ptr(layer.D);
+  float* state = cache.state.ptr<float>();
+  const int64_t work = rows.batch() * H;
+#pragma omp parallel if (worth_threads(work * P * N))
+  {
+    std::vector<float> x(P), z(P), B(N), C(N), out(P);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < work; ++i) {
+      const int64_t b = i / H, h = i % H, g = geo.group(h);
+      if (rows.is_pad(b)) {
+        zero_row(y, geo.y(b, 0, h), P);
+        continue;
+      }
+      load_row(in.x, geo.x(b, 0, h), P, x.data());
+      if (!in.z.empty()) load_row(in.z, geo.x(b, 0, h), P, z.data());
+      load_row(in.B, geo.bc(b, 0, g), N, B.data());
+      load_row(in.C, geo.bc(b, 0, g), N, C.data());
+      const HeadScalars hs = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, 0, h)));
+      const float a = std::exp(hs.delta * hs.A);
+      float* S = state + geo.state(rows.slot[b], h);
+      for (int64_t p = 0; p < P; ++p) {
+        const float acc = update_and_read(S + p * N, N, a, hs.delta * x[p], B.data(), C.data());
+        out[p] = finish(acc, D, h, x[p], in.z.empty() ? nullptr : &z[p]);
+      }
+      store_row(y, geo.y(b, 0, h), P, out.data());
+    }
+  }
+}
+
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const HostRows& rows, const TensorView& y) {
+  const int64_t R = cursors.config.rows();
+  const Geo geo(layer, in, y, R);
+  const int64_t H = geo.H, P = geo.P, N = geo.N, G = geo.G, batch = rows.batch();
+  const float* D = opt_ptr(layer.D);
+  float* state = cache.state.ptr<float>();
+  float* ring_x = cache.ring_x.ptr<float>();
+  float* ring_dt = cache.ring_dt.ptr<float>();
+  float* ring_B = cache.ring_B.ptr<float>();
+
+  // Per (row, group), ordinary rows: beta_j = B_j . C for the h history records and the current
+  // token (index h), computed once and shared by the group's heads; the current B is appended to
+  // the ring here, once per group.
+  std::vector<float> beta(static_cast<size_t>(batch * G * R));
+#pragma omp parallel if (worth_threads(batch * G * R * N))
+  {
+    std::vector<float> B(N), C(N);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < batch * G; ++i) {
+      const int64_t b = i / G, g = i % G;
+      if (rows.is_pad(b)) continue;
+      const int32_t slot = rows.slot[b];
+      const Cursor c = cursor_of(cursors, slot);
+      if (c.is_flush) continue;
+      load_row(in.B, geo.bc(b, 0, g), N, B.data());
+      load_row(in.C, geo.bc(b, 0, g), N, C.data());
+      float* bt = &beta[i * R];
+      for (int64_t j = 0; j < c.h; ++j)
+        bt[j] = dot(ring_B + geo.ring_B(slot, g, ring_row(c, j, R)), C.data(), N);
+      bt[c.h] = dot(B.data(), C.data(), N);
+      std::copy(B.begin(), B.end(), ring_B + geo.ring_B(slot, g, ring_row(c, c.h, R)));
+    }
+  }
+
+  const int64_t work = batch * H;
+#pragma omp parallel if (worth_threads(work * P * N))
+  {
+    std::vector<float> x(P), z(P), B(N), C(N), out(P), row(N);
+    std::vector<float> delta(R + 1), cum(R + 1), w(R + 1);
+    std::vector<const float*> xs(R + 1), Bs(R + 1);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < work; ++i) {
+      const int64_t b = i / H, h = i % H, g = geo.group(h);
+      if (rows.is_pad(b)) {
+        zero_row(y, geo.y(b, 0, h), P);
+        continue;
+      }
+      const int32_t slot = rows.slot[b];
+      const Cursor c = cursor_of(cursors, slot);
+      const int64_t hist = c.h;
+      load_row(in.x, geo.x(b, 0, h), P, x.data());
+      const float* zp = nullptr;
+      if (!in.z.empty()) load_row(in.z, geo.x(b, 0, h), P, z.data());
+      const HeadScalars hs = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, 0, h)));
+      for (int64_t j = 0; j < hist; ++j) {
+        const int64_t r = ring_row(c, j, R);
+        delta[j] = ring_dt[geo.ring_dt(slot, h, r)];
+        xs[j] = ring_x + geo.ring_x(slot, h, r);
+        Bs[j] = ring_B + geo.ring_B(slot, g, r);
+      }
+      float* S0 = state + geo.state(slot, h);
+
+      if (c.is_flush) {
+        // Fold the history into the checkpoint row by row, then the current token through the
+        // conventional update; each state row is written once.
+        load_row(in.B, geo.bc(b, 0, g), N, B.data());
+        load_row(in.C, geo.bc(b, 0, g), N, C.data());
+        prefix_sums(delta.data(), hist, cum.data());
+        const float decay = checkpoint_decay(hs.A, cum.data(), hist - 1);
+        for (int64_t j = 0; j < hist; ++j) w[j] = record_weight(hs.A, delta.data(), cum.data(), j, hist - 1);
+        const float a = std::exp(hs.delta * hs.A);
+        for (int64_t p = 0; p < P; ++p) {
+          fold_row(row.data(), S0 + p * N, N, p, decay, w.data(), xs.data(), Bs.data(), hist);
+          const float acc = update_and_read(row.data(), N, a, hs.delta * x[p], B.data(), C.data());
+          std::copy(row.begin(), row.end(), S0 + p * N);
+          zp = in.z.empty() ? nullptr : &z[p];
+          out[p] = finish(acc, D, h, x[p], zp);
+        }
+      } else {
+        // Output-only route: y = abar (S0 . C) + sum_j s_j beta_j x_j + D x; no state formed.
+        load_row(in.C, geo.bc(b, 0, g), N, C.data());
+        delta[hist] = hs.delta;
+        xs[hist] = x.data();
+        prefix_sums(delta.data(), hist + 1, cum.data());
+        const float abar = checkpoint_decay(hs.A, cum.data(), hist);
+        const float* bt = &beta[(b * G + g) * R];
+        for (int64_t j = 0; j <= hist; ++j)
+          w[j] = record_weight(hs.A, delta.data(), cum.data(), j, hist) * bt[j];
+        for (int64_t p = 0; p < P; ++p) out[p] = abar * dot(S0 + p * N, C.data(), N);
+        for (int64_t j = 0; j <= hist; ++j)
+          for (int64_t p = 0; p < P; ++p) out[p] += w[j] * xs[j][p];
+        for (int64_t p = 0; p < P; ++p) {
+          zp = in.z.empty() ? nullptr : &z[p];
+          out[p] = finish(out[p], D, h, x[p], zp);
+        }
+        const int64_t r = ring_row(c, hist, R);
+        std::copy(x.begin(), x.end(), ring_x + geo.ring_x(slot, h, r));
+        ring_dt[geo.ring_dt(slot, h, r)] = hs.delta;
+      }
+      store_row(y, geo.y(b, 0, h), P, out.data());
+    }
+  }
+}
+
+void reset_slots(Cache& cache, const HostRows& rows) {
+  const TensorView& st = cache.state;
+  const int64_t per_slot = st.shape[1] * st.shape[2] * st.shape[3];
+  float* state = cache.state.ptr<float>();
+  const int64_t batch = rows.batch();
+#pragma omp parallel for schedule(static) if (worth_threads(batch * per_slot))
+  for (int64_t b = 0; b < batch; ++b)
+    if (!rows.is_pad(b)) std::fill_n(state + rows.slot[b] * per_slot, per_slot, 0.0f);
+}
+
+}  // namespace replayssm::cpu::mamba2
