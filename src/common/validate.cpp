@@ -23,23 +23,27 @@ std::string dtypes_str(std::initializer_list<DType> dtypes) {
 
 void expect(const TensorView& t, const char* what, std::initializer_list<int64_t> shape,
             std::initializer_list<DType> dtypes, Device device) {
-  check<ShapeError>(!t.empty(), what, ": missing, expected ", shape_str(shape));
-  check<ShapeError>(t.ndim == static_cast<int>(shape.size()), what, ": rank ", t.ndim, " (",
-                    t.describe(), "), expected rank ", shape.size(), " ", shape_str(shape));
+  // Messages are only formatted on failure (describe()/shape_str() cost more than the checks).
+  if (t.empty()) check<ShapeError>(false, what, ": missing, expected ", shape_str(shape));
+  if (t.ndim != static_cast<int>(shape.size()))
+    check<ShapeError>(false, what, ": rank ", t.ndim, " (", t.describe(), "), expected rank ",
+                      shape.size(), " ", shape_str(shape));
   int i = 0;
   for (int64_t d : shape) {
-    check<ShapeError>(d == kAny || t.shape[i] == d, what, ": shape[", i, "] is ", t.shape[i],
-                      ", expected ", d, " (", t.describe(), " vs ", shape_str(shape), ")");
+    if (d != kAny && t.shape[i] != d)
+      check<ShapeError>(false, what, ": shape[", i, "] is ", t.shape[i], ", expected ", d, " (",
+                        t.describe(), " vs ", shape_str(shape), ")");
     check<ShapeError>(t.shape[i] >= 0, what, ": negative size ", t.shape[i], " at dim ", i);
     ++i;
   }
   bool ok = false;
   for (DType d : dtypes) ok = ok || d == t.dtype;
-  check<DTypeError>(ok, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtypes_str(dtypes));
+  if (!ok) check<DTypeError>(false, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtypes_str(dtypes));
   check<Error>(t.device == device, what, ": on ", device_name(t.device), ", expected ",
                device_name(device));
-  check<StrideError>(t.is_contiguous(), what, ": strides are not contiguous row-major (",
-                     t.describe(), "); pass a contiguous tensor");
+  if (!t.is_contiguous())
+    check<StrideError>(false, what, ": strides are not contiguous row-major (", t.describe(),
+                       "); pass a contiguous tensor");
 }
 
 void expect_optional(const TensorView& t, const char* what, std::initializer_list<int64_t> shape,
