@@ -135,24 +135,33 @@ Vec prefix_gates(const GdnParams& p, const RingConfig& cfg, const GdnSeq& s, int
   return G;
 }
 
+// Decay weights seen from logical position t for one value head, [(h + 1) * K]: row j < h is
+// e^{G_t - G_j} (record j), row h is e^{G_t} (the checkpoint).
+Vec history_weights(const GdnParams& p, const Vec& G, int64_t h, int64_t t) {
+  const int64_t gw = gate_width(p);
+  Vec w((h + 1) * p.K);
+  for (int64_t c = 0; c < p.K; ++c) {
+    const int64_t gi = gate_index(p, c);
+    for (int64_t j = 0; j < h; ++j) w[j * p.K + c] = std::exp(G[t * gw + gi] - G[j * gw + gi]);
+    w[h * p.K + c] = std::exp(G[t * gw + gi]);
+  }
+  return w;
+}
+
 // (S_t x) for row r of value head vh, where S_t is the state after logical position t (history
-// records 0..h-1, window positions h..t), from S0 and the history only through the closed form
-// S_t x = S0 (e^{G_t} . x) + sum_{j<h} u_j [(k^_j . e^{G_t - G_j}) . x]. Window terms are added by
-// the caller.
+// records 0..h-1, then window positions h..t), from S0 and the history only, by the closed form
+//   S_t x = S0 (e^{G_t} . x) + sum_{j<h} u_j [(k^_j . e^{G_t - G_j}) . x]
+// with w = history_weights(.., t). Window terms are the caller's.
 double project_history(const GdnParams& p, const RingConfig& cfg, const GdnSeq& s, int64_t vh,
-                       int64_t r, const Vec& G, int64_t t, const Vec& x) {
-  const int64_t gw = gate_width(p), kh = key_head(p, vh);
+                       int64_t r, const Vec& w, const Vec& x) {
+  const int64_t kh = key_head(p, vh), h = s.cursor.h;
   double acc = 0.0;
-  for (int64_t c = 0; c < p.K; ++c)
-    acc += s.S0[(vh * p.V + r) * p.K + c] * std::exp(G[t * gw + gate_index(p, c)]) * x[c];
-  for (int64_t j = 0; j < s.cursor.h; ++j) {
+  for (int64_t c = 0; c < p.K; ++c) acc += s.S0[(vh * p.V + r) * p.K + c] * w[h * p.K + c] * x[c];
+  for (int64_t j = 0; j < h; ++j) {
     const GdnRecord& rec = s.ring[ring_row(s.cursor, j, cfg)];
-    double w = 0.0;
-    for (int64_t c = 0; c < p.K; ++c) {
-      const int64_t gi = gate_index(p, c);
-      w += rec.k[kh * p.K + c] * std::exp(G[t * gw + gi] - G[j * gw + gi]) * x[c];
-    }
-    acc += rec.u[vh * p.V + r] * w;
+    double d = 0.0;
+    for (int64_t c = 0; c < p.K; ++c) d += rec.k[kh * p.K + c] * w[j * p.K + c] * x[c];
+    acc += rec.u[vh * p.V + r] * d;
   }
   return acc;
 }
@@ -182,10 +191,12 @@ Vec gdn_materialize(const GdnParams& p, const RingConfig& cfg, const GdnSeq& s, 
     const GdnRecord& rec = s.ring[ring_row(s.cursor, l, cfg)];
     for (int64_t vh = 0; vh < p.HV; ++vh) {
       const int64_t kh = key_head(p, vh);
+      Vec alpha(p.K);
+      for (int64_t c = 0; c < p.K; ++c) alpha[c] = std::exp(rec.g[vh * gw + gate_index(p, c)]);
       for (int64_t r = 0; r < p.V; ++r)
         for (int64_t c = 0; c < p.K; ++c) {
           double& x = S[(vh * p.V + r) * p.K + c];
-          x = x * std::exp(rec.g[vh * gw + gate_index(p, c)]) + rec.u[vh * p.V + r] * rec.k[kh * p.K + c];
+          x = x * alpha[c] + rec.u[vh * p.V + r] * rec.k[kh * p.K + c];
         }
     }
   }
@@ -241,9 +252,10 @@ Vec gdn_replay_closed_form(const GdnParams& p, const RingConfig& cfg, const GdnS
     double kq = 0.0;
     for (int64_t c = 0; c < p.K; ++c) kq += k[c] * q[c];
     const double beta = beta_of(p, t.b[vh]);
+    const Vec w = history_weights(p, G, h, h);
     for (int64_t r = 0; r < p.V; ++r) {
-      const double hk = project_history(p, cfg, s, vh, r, G, h, k);
-      const double hq = project_history(p, cfg, s, vh, r, G, h, q);
+      const double hk = project_history(p, cfg, s, vh, r, w, k);
+      const double hq = project_history(p, cfg, s, vh, r, w, q);
       const double u = beta * (t.v[vh * p.V + r] - hk);
       y[vh * p.V + r] = hq + kq * u;
     }
@@ -289,11 +301,13 @@ std::vector<Vec> gdn_verify_chunk_form(const GdnParams& p, const RingConfig& cfg
         if (b < a) A[a][b] = beta[a] * wdot(k[a], a, b, k[b]);
         W[a][b] = wdot(q[a], a, b, k[b]);
       }
+    std::vector<Vec> w(T);
+    for (int64_t a = 0; a < T; ++a) w[a] = history_weights(p, G, h, h + a);
     for (int64_t r = 0; r < p.V; ++r) {
       Vec U(T), hq(T);
       for (int64_t a = 0; a < T; ++a) {
-        const double hk = project_history(p, cfg, s, vh, r, G, h + a, k[a]);
-        hq[a] = project_history(p, cfg, s, vh, r, G, h + a, q[a]);
+        const double hk = project_history(p, cfg, s, vh, r, w[a], k[a]);
+        hq[a] = project_history(p, cfg, s, vh, r, w[a], q[a]);
         double acc = beta[a] * (tokens[a].v[vh * p.V + r] - hk);
         for (int64_t b = 0; b < a; ++b) acc -= A[a][b] * U[b];
         U[a] = acc;

@@ -12,7 +12,7 @@ void conventional_step(const Call& c) {
   const Geometry geo(c);
   const int64_t batch = static_cast<int64_t>(c.slots.size());
   float* state = c.cache->state.ptr<float>();
-#pragma omp parallel
+#pragma omp parallel if (geo.parallel(batch))
   {
     std::vector<float> khat(geo.K), qhat(geo.K), g(geo.gw), alpha(geo.K), ak(geo.K);
 #pragma omp for schedule(static)

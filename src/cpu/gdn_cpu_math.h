@@ -29,6 +29,9 @@ struct Geometry {
     R = c.cursors ? c.cursors->config.rows() : 0;
     scale = c.layer->scale != 0.0f ? c.layer->scale : 1.0f / std::sqrt(static_cast<float>(K));
   }
+  /// Whether a call over `batch` rows is worth a parallel region: below ~64k multiply-adds the
+  /// fork/join (and, on a loaded machine, threads spinning at the barrier) costs more than the work.
+  bool parallel(int64_t batch) const { return batch * HV * V * K * (T + R / 4) >= (int64_t{1} << 16); }
   int64_t key_head(int64_t vh) const { return vh / group; }
   /// Gate entry of key channel c: the channel itself (KDA) or the head's one gate (GDN).
   int64_t gi(int64_t c) const { return gw == 1 ? 0 : c; }

@@ -234,8 +234,8 @@ class Worker {
 template <class Body>
 void for_each_job(const Call& c, Body body) {
   const Geometry geo(c);
-  const int64_t n = static_cast<int64_t>(c.slots.size()) * geo.HV;
-#pragma omp parallel
+  const int64_t batch = static_cast<int64_t>(c.slots.size()), n = batch * geo.HV;
+#pragma omp parallel if (geo.parallel(batch))
   {
     Scratch sc(geo);
     Worker w(geo, c, sc);
