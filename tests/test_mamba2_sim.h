@@ -6,6 +6,7 @@
 // shadow pool runs conventional_step on the same stream (bit-identical at L = 1) and every call
 // is repeated from the same inputs (bit-identical).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ class Sim {
   Pool& pool() { return pool_; }
   Seq& seq(int i) { return seqs_[i]; }
   int64_t flushes() const { return flushes_; }
+  /// Bytes of y[b, t, :, :] from the last call.
+  std::vector<uint8_t> last_y(int64_t b, int64_t t) const {
+    const size_t row = static_cast<size_t>(cfg_.shape.H * cfg_.shape.P * dtype_size(cfg_.opt.dtype));
+    const size_t off = static_cast<size_t>(b * last_T_ + t) * row;
+    return std::vector<uint8_t>(last_y_.begin() + off, last_y_.begin() + off + row);
+  }
   std::string describe() const { return m2::describe(cfg_.shape, cfg_.opt, cfg_.ring); }
 
   /// Start a sequence in `slot` (fresh or reused): garbage in the slot's ring rows, then
@@ -130,7 +137,7 @@ class Sim {
       for (int i = 0; i < r.Tb; ++i) toks[b].push_back(i < r.accept ? q.upcoming[i] : prm_.token(rng_));
     }
 
-    Inputs in(prm_, batch, T, cfg_.rank3 && op != Op::kVerify);
+    Inputs& in = inputs(main_inputs_, batch, T, cfg_.rank3 && op != Op::kVerify);
     bool all_T = true;
     for (int64_t b = 0; b < batch; ++b) {
       const RowPlan& r = rows[b];
@@ -183,6 +190,7 @@ class Sim {
       SCOPED_TRACE("row " + std::to_string(b) + ", slot " + std::to_string(seqs_[r.seq].slot));
       refs[b] = check_row(op, seqs_[r.seq], toks[b], r.accept, in, b, before);
     }
+    last_y_ = in.y.payload(), last_T_ = T;
     if (cfg_.shadow) run_shadow(op, rows, toks, in, refs);
     commit(op, rows, refs);
     return !::testing::Test::HasFailure();
@@ -196,6 +204,17 @@ class Sim {
     bool flushed = false;
     Vec bckpt;  ///< the checkpoint budget after this call's flush
   };
+
+  /// A cleared Inputs of this geometry, reused across calls (building guarded buffers is slow).
+  Inputs& inputs(std::vector<std::unique_ptr<Inputs>>& cache, int64_t batch, int64_t T, bool rank3) {
+    for (auto& in : cache)
+      if (in->batch == batch && in->T == T && in->rank3 == rank3) {
+        in->clear();
+        return *in;
+      }
+    cache.push_back(std::make_unique<Inputs>(prm_, batch, T, rank3));
+    return *cache.back();
+  }
 
   std::vector<Pool*> pools() {
     if (cfg_.shadow) return {&pool_, &shadow_};
@@ -336,13 +355,13 @@ class Sim {
       const ref::Mamba2Record& r = q.rs.ring[row];
       for (int64_t h = 0; h < s.H; ++h) {
         for (int64_t p = 0; p < s.P; ++p)
-          if (pool_.ring_x.get(pool_.x_at(s, q.slot, h, row) + p) != static_cast<float>(r.x[h * s.P + p])) {
+          if (pool_.ring_x.data<float>()[pool_.x_at(s, q.slot, h, row) + p] != static_cast<float>(r.x[h * s.P + p])) {
             ADD_FAILURE() << "ring_x at logical " << l << ", head " << h << ", p " << p << " differs";
             return;
           }
         const double d = r.delta[h];
         const double dtp = !prm_.opt.softplus || d > 20.0 ? d : std::log(std::expm1(d));  // dt'
-        const double got = pool_.ring_dt.get(pool_.dt_at(s, q.slot, h, row));
+        const double got = pool_.ring_dt.data<float>()[pool_.dt_at(s, q.slot, h, row)];
         if (!(std::abs(got - d) <= (std::max(1.0, std::abs(dtp)) + 4.0) * kU32 * d)) {
           ADD_FAILURE() << "ring_dt at logical " << l << ", head " << h << ": " << got << ", expected " << d;
           return;
@@ -350,7 +369,7 @@ class Sim {
       }
       for (int64_t g = 0; g < s.G; ++g)
         for (int64_t k = 0; k < s.N; ++k)
-          if (pool_.ring_B.get(pool_.B_at(s, q.slot, g, row) + k) != static_cast<float>(r.B[g * s.N + k])) {
+          if (pool_.ring_B.data<float>()[pool_.B_at(s, q.slot, g, row) + k] != static_cast<float>(r.B[g * s.N + k])) {
             ADD_FAILURE() << "ring_B at logical " << l << ", group " << g << ", n " << k << " differs";
             return;
           }
@@ -378,7 +397,7 @@ class Sim {
     for (const RowPlan& r : rows)
       if (r.seq >= 0) max_acc = std::max(max_acc, r.accept);
     for (int k = 0; k < max_acc; ++k) {
-      Inputs sub(prm_, batch, 1, cfg_.rank3);
+      Inputs& sub = inputs(shadow_inputs_, batch, 1, cfg_.rank3);
       for (int64_t b = 0; b < batch; ++b) {
         const RowPlan& r = rows[b];
         const bool fed = r.seq >= 0 && r.accept > k;
@@ -464,6 +483,9 @@ class Sim {
   Pool pool_, shadow_;
   std::vector<Seq> seqs_;
   int64_t calls_ = 0, flushes_ = 0;
+  std::vector<uint8_t> last_y_;
+  std::vector<std::unique_ptr<Inputs>> main_inputs_, shadow_inputs_;
+  int64_t last_T_ = 1;
 };
 
 }  // namespace replayssm::testing::m2

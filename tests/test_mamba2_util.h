@@ -289,11 +289,10 @@ struct Pool {
   /// Overwrite physical ring row `row` of a slot with a value (NaN: any read of it shows up).
   void fill_row(const Shape& s, int64_t slot, int64_t row, float v) {
     for (int64_t hd = 0; hd < s.H; ++hd) {
-      for (int64_t p = 0; p < s.P; ++p) ring_x.set(x_at(s, slot, hd, row) + p, v);
-      ring_dt.set(dt_at(s, slot, hd, row), v);
+      std::fill_n(ring_x.data<float>() + x_at(s, slot, hd, row), s.P, v);
+      ring_dt.data<float>()[dt_at(s, slot, hd, row)] = v;
     }
-    for (int64_t g = 0; g < s.G; ++g)
-      for (int64_t n = 0; n < s.N; ++n) ring_B.set(B_at(s, slot, g, row) + n, v);
+    for (int64_t g = 0; g < s.G; ++g) std::fill_n(ring_B.data<float>() + B_at(s, slot, g, row), s.N, v);
   }
   /// Whether the slot's state and ring are byte-identical to a snapshot.
   bool slot_unchanged(const Shape& s, int64_t slot, const std::vector<std::vector<uint8_t>>& snap) const {
@@ -311,15 +310,15 @@ struct Pool {
 /// no token is fed so that a read of a pad row or of an entry past T_b shows up.
 struct Inputs {
   int64_t batch, T, H, P, G, N;
-  bool with_z;
+  bool rank3, with_z;
   GuardedBuffer x, dt, B, C, z, y, slot_ids, num_tokens;
 
   static std::vector<int64_t> dims(int64_t b, int64_t t, int64_t h, int64_t p, bool rank3) {
     return rank3 ? std::vector<int64_t>{b, h, p} : std::vector<int64_t>{b, t, h, p};
   }
-  Inputs(const Params& prm, int64_t batch_, int64_t T_, bool rank3 = false)
+  Inputs(const Params& prm, int64_t batch_, int64_t T_, bool rank3_ = false)
       : batch(batch_), T(T_), H(prm.shape.H), P(prm.shape.P), G(prm.shape.G), N(prm.shape.N),
-        with_z(prm.opt.z),
+        rank3(rank3_), with_z(prm.opt.z),
         x(filled(prm.opt.dtype, dims(batch_, T_, H, P, rank3), kNaN, 31)),
         dt(filled(prm.dt_dtype(), rank3 ? std::vector<int64_t>{batch_, H} : std::vector<int64_t>{batch_, T_, H}, kNaN, 32)),
         B(filled(prm.opt.dtype, dims(batch_, T_, G, N, rank3), kNaN, 33)),
@@ -328,6 +327,11 @@ struct Inputs {
         y(prm.opt.dtype, dims(batch_, T_, H, P, rank3), 36),
         slot_ids(DType::kI32, {batch_}, 37), num_tokens(DType::kI32, {batch_}, 38) {}
 
+  /// Back to "no token anywhere" (NaN inputs) for reuse by another call of the same geometry.
+  void clear() {
+    for (GuardedBuffer* g : {&x, &dt, &B, &C, &z})
+      for (int64_t i = 0; i < g->numel(); ++i) g->set(i, NAN);
+  }
   void put(int64_t b, int64_t t, const ref::Mamba2Token& tok) {
     const int64_t bt = b * T + t;
     for (int64_t i = 0; i < H * P; ++i) {

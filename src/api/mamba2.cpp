@@ -53,7 +53,10 @@ void check_tokens(const Layer& layer, const Tokens& in, const TensorView& y, int
   const DType dt = x.dtype;
   call.in.x = x;
   call.in.dt = validate::with_token_axis(in.dt, 3);
-  validate::expect(call.in.dt, arg(op, "dt").c_str(), {batch, T, d.nheads}, {kF32, dt}, dev);
+  if (dt == kF32)
+    validate::expect(call.in.dt, arg(op, "dt").c_str(), {batch, T, d.nheads}, {kF32}, dev);
+  else
+    validate::expect(call.in.dt, arg(op, "dt").c_str(), {batch, T, d.nheads}, {kF32, dt}, dev);
   call.in.B = validate::with_token_axis(in.B, 4);
   validate::expect(call.in.B, arg(op, "B").c_str(), {batch, T, d.ngroups, d.d_state}, {dt}, dev);
   call.in.C = validate::with_token_axis(in.C, 4);
