@@ -5,6 +5,9 @@
 
 #include "replayssm/errors.h"
 #include "validate.h"
+#ifdef RSSM_WITH_CUDA
+#include "cuda/common/ring_device.h"
+#endif
 
 namespace replayssm {
 
@@ -46,6 +49,9 @@ void require_cpu(const RingCursors& c, const char* op) {
 
 void commit(RingCursors& cursors, const Rows& rows, const TensorView& num_accepted) {
   const char* op = "ring.commit";
+#ifdef RSSM_WITH_CUDA
+  if (cursors.h.device == Device::kCUDA) return cuda::ring_commit(cursors, rows, num_accepted);
+#endif
   require_cpu(cursors, op);
   const int64_t slots = cursors.h.shape[0];
   validate::cursors(cursors, slots, cursors.config.mode, Device::kCPU, op);
@@ -68,6 +74,9 @@ void commit(RingCursors& cursors, const Rows& rows, const TensorView& num_accept
 
 void reset(RingCursors& cursors, const Rows& rows) {
   const char* op = "ring.reset";
+#ifdef RSSM_WITH_CUDA
+  if (cursors.h.device == Device::kCUDA) return cuda::ring_reset(cursors, rows);
+#endif
   require_cpu(cursors, op);
   const int64_t slots = cursors.h.shape[0];
   validate::cursors(cursors, slots, cursors.config.mode, Device::kCPU, op);

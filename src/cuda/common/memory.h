@@ -1,0 +1,30 @@
+// Plain host-callable wrappers of the CUDA runtime's memory and stream calls, so that tests and
+// benchmarks can allocate and move device data without including CUDA headers. Every failure
+// throws DeviceError. Only built with the CUDA backend (RSSM_WITH_CUDA).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace replayssm::cuda {
+
+void* device_malloc(size_t bytes);
+void device_free(void* p) noexcept;
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+void copy_device_to_device(void* dst, const void* src, size_t bytes);
+void device_memset(void* dst, int byte, size_t bytes);
+void device_synchronize();
+/// Multiprocessor count of the current device (0 when there is none).
+int sm_count();
+
+/// A non-blocking stream and a CUDA graph captured on it (for graph-replay tests and benches).
+void* stream_create();
+void stream_destroy(void* stream) noexcept;
+void stream_synchronize(void* stream);
+void begin_capture(void* stream);
+/// Ends the capture and instantiates it; returns the executable graph.
+void* end_capture(void* stream);
+void graph_launch(void* exec, void* stream);
+void graph_destroy(void* exec) noexcept;
+
+}  // namespace replayssm::cuda

@@ -1,0 +1,42 @@
+// How a block's threads cover state rows. A state row of N elements is read in 16-byte chunks;
+// LPR consecutive lanes share a row (each owns CPL chunks, interleaved so that a warp touches
+// contiguous 512-byte spans), a warp covers 32 / LPR rows per pass, and a thread keeps RPT rows in
+// registers, all loaded before the first use (RPT * CPL * 16 bytes in flight per thread).
+#pragma once
+#include <cstdint>
+
+namespace replayssm::cuda::mamba2 {
+
+template <int StateBytes, int N>
+struct Layout {
+  static constexpr int kVec = 16 / StateBytes;        // state elements per 16-byte access
+  static constexpr int kChunks = N / kVec;            // 16-byte chunks per state row
+  static constexpr int kLanesPerRow = kChunks < 32 ? kChunks : 32;
+  static constexpr int kChunksPerLane = kChunks / kLanesPerRow;
+  static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+  static constexpr int kCols = kChunksPerLane * kVec;  // state columns held by one lane
+  static_assert(N % kVec == 0 && kChunks % kLanesPerRow == 0 &&
+                    (kLanesPerRow & (kLanesPerRow - 1)) == 0,
+                "d_state must be a power-of-two number of 16-byte state chunks up to 32, or a "
+                "multiple of 32 chunks");
+  /// First column of chunk c of the lane at position lr within its row.
+  static constexpr int col(int c, int lr) { return (c * kLanesPerRow + lr) * kVec; }
+};
+
+/// Host-side mirror of Layout for a runtime d_state and state element size.
+struct HostLayout {
+  int lanes_per_row, rows_per_warp;
+  static HostLayout of(int64_t N, int64_t state_bytes) {
+    const int64_t chunks = N * state_bytes / 16;
+    const int lpr = static_cast<int>(chunks < 32 ? chunks : 32);
+    return HostLayout{lpr, 32 / lpr};
+  }
+};
+
+/// Largest blocks the kernels are compiled for. The conventional kernel may use up to 128
+/// registers per thread; the replay kernel is held to 80 (two 384-thread blocks per SM) so that
+/// enough checkpoint loads are in flight per SM.
+constexpr int kMaxThreads = 512;
+constexpr int kReplayThreads = 384;
+
+}  // namespace replayssm::cuda::mamba2

@@ -1,0 +1,362 @@
+// Host side of the CUDA Mamba-2 decode ops: argument checks, launch plans (the dispatcher), and
+// dispatch on dtypes to the instantiated launchers.
+#include "cuda/mamba2/mamba2_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "common/validate.h"
+#include "cuda/common/check.cuh"
+#include "cuda/common/dtypes.cuh"
+#include "cuda/common/memory.h"
+#include "cuda/common/rows.h"
+#include "cuda/mamba2/launch.h"
+#include "cuda/mamba2/layout.cuh"
+#include "replayssm/errors.h"
+
+namespace replayssm::cuda::mamba2 {
+namespace {
+
+using validate::kAny;
+constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
+constexpr int64_t kMaxRing = 64;       // the weights of a step's records are one warp's 2 x 32 lanes
+constexpr int64_t kMaxBatch = 65535;   // grid.y
+
+std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The validated, normalised arguments of a call.
+struct Call {
+  Tokens in;  // rank-4 views ([batch, 1, ...])
+  TensorView y;
+  int64_t batch = 0, slots = 0;
+  DType in_dtype = kF32, state_dtype = kF32, ring_dtype = kF32;
+};
+
+void check_aligned(const TensorView& t, const char* op, const char* name) {
+  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
+                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
+                          "(vector loads)");
+}
+
+Call check_call(const Layer& layer, const Cache& cache, const Tokens& in, const Rows& rows,
+                const TensorView& y, const char* op) {
+  const Dims& d = layer.dims;
+  check<ConfigError>(d.nheads > 0 && d.headdim > 0 && d.d_state > 0 && d.ngroups > 0, op,
+                     ": dims nheads = ", d.nheads, ", headdim = ", d.headdim, ", d_state = ",
+                     d.d_state, ", ngroups = ", d.ngroups, ", expected all > 0");
+  check<ConfigError>(d.nheads % d.ngroups == 0, op, ": ngroups = ", d.ngroups,
+                     " does not divide nheads = ", d.nheads);
+  check<UnsupportedError>(supported_d_state(d.d_state), op, ": d_state = ", d.d_state,
+                          ", expected 64 or 128 (the d_state values compiled for CUDA)");
+  const Device dev = Device::kCUDA;
+  validate::expect(layer.A_log, arg(op, "A_log").c_str(), {d.nheads}, {kF32}, dev);
+  validate::expect(layer.dt_bias, arg(op, "dt_bias").c_str(), {d.nheads}, {kF32}, dev);
+  validate::expect_optional(layer.D, arg(op, "D").c_str(), {d.nheads}, {kF32}, dev);
+
+  Call c;
+  c.in.x = validate::with_token_axis(in.x, 4);
+  validate::expect(c.in.x, arg(op, "x").c_str(), {kAny, 1, d.nheads, d.headdim}, {kF32, kBF16},
+                   dev);
+  c.batch = c.in.x.shape[0];
+  c.in_dtype = c.in.x.dtype;
+  const DType t = c.in_dtype;
+  c.in.dt = validate::with_token_axis(in.dt, 3);
+  validate::expect(c.in.dt, arg(op, "dt").c_str(), {c.batch, 1, d.nheads}, {kF32, t}, dev);
+  c.in.B = validate::with_token_axis(in.B, 4);
+  validate::expect(c.in.B, arg(op, "B").c_str(), {c.batch, 1, d.ngroups, d.d_state}, {t}, dev);
+  c.in.C = validate::with_token_axis(in.C, 4);
+  validate::expect(c.in.C, arg(op, "C").c_str(), {c.batch, 1, d.ngroups, d.d_state}, {t}, dev);
+  c.in.z = validate::with_token_axis(in.z, 4);
+  validate::expect_optional(c.in.z, arg(op, "z").c_str(), {c.batch, 1, d.nheads, d.headdim}, {t},
+                            dev);
+  c.y = validate::with_token_axis(y, 4);
+  validate::expect(c.y, arg(op, "y").c_str(), {c.batch, 1, d.nheads, d.headdim}, {t}, dev);
+
+  validate::expect(cache.state, arg(op, "state").c_str(), {kAny, d.nheads, d.headdim, d.d_state},
+                   {kF32, kF16, kBF16}, dev);
+  c.slots = cache.state.shape[0];
+  c.state_dtype = cache.state.dtype;
+  check<UnsupportedError>(c.batch <= kMaxBatch, op, ": batch ", c.batch, ", expected <= ",
+                          kMaxBatch);
+  check_aligned(cache.state, op, "state");
+  check_aligned(c.in.B, op, "B");
+  check_aligned(c.in.C, op, "C");
+  check_rows(rows, c.batch, c.slots, 0, op);
+  return c;
+}
+
+void check_ring(const Layer& layer, const Cache& cache, const RingCursors& cursors, Call& c,
+                const char* op) {
+  const Dims& d = layer.dims;
+  const Device dev = Device::kCUDA;
+  validate::cursors(cursors, c.slots, RingMode::kDecode, dev, op);
+  const int64_t R = cursors.config.rows();
+  check<UnsupportedError>(R <= kMaxRing, op, ": ring length L = ", cursors.config.L,
+                          ", expected L <= ", kMaxRing, " on CUDA");
+  validate::expect(cache.ring_x, arg(op, "ring_x").c_str(), {c.slots, d.nheads, R, d.headdim},
+                   {kF32, kBF16}, dev);
+  c.ring_dtype = cache.ring_x.dtype;
+  check<UnsupportedError>(c.ring_dtype == kF32 || c.in_dtype == kBF16, op,
+                          ": ring_x is bfloat16 but the inputs are ", dtype_name(c.in_dtype),
+                          ", expected a float32 ring (a bfloat16 ring is only a lossless copy of "
+                          "bfloat16 inputs)");
+  validate::expect(cache.ring_dt, arg(op, "ring_dt").c_str(), {c.slots, d.nheads, R}, {kF32},
+                   dev);
+  validate::expect(cache.ring_B, arg(op, "ring_B").c_str(), {c.slots, d.ngroups, R, d.d_state},
+                   {c.ring_dtype}, dev);
+  check_aligned(cache.ring_B, op, "ring_B");
+}
+
+StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, const Rows& rows) {
+  const Dims& d = layer.dims;
+  StepParams p;
+  p.H = static_cast<int32_t>(d.nheads);
+  p.P = static_cast<int32_t>(d.headdim);
+  p.G = static_cast<int32_t>(d.ngroups);
+  p.heads_per_group = static_cast<int32_t>(d.nheads / d.ngroups);
+  p.slots = static_cast<int32_t>(std::min<int64_t>(c.slots, INT32_MAX));
+  p.batch = static_cast<int32_t>(c.batch);
+  p.x = c.in.x.data;
+  p.dt = c.in.dt.data;
+  p.B = c.in.B.data;
+  p.C = c.in.C.data;
+  p.z = c.in.z.data;
+  p.A_log = layer.A_log.ptr<float>();
+  p.dt_bias = layer.dt_bias.ptr<float>();
+  p.D = layer.D.empty() ? nullptr : layer.D.ptr<float>();
+  p.state = cache.state.data;
+  p.y = c.y.data;
+  p.slot_ids = rows.slot_ids.ptr<int32_t>();
+  p.dt_f32 = c.in.dt.dtype == kF32;
+  p.softplus = layer.dt_softplus;
+  p.has_D = !layer.D.empty();
+  p.has_z = !c.in.z.empty();
+  return p;
+}
+
+/// Rows per block and the split of P they imply: the fewest splits that fit the block-size cap
+/// and give at least `min_blocks` blocks in all (so that small batches still fill the GPU).
+void split_rows(int64_t P, int64_t unit, int64_t max_rows, int64_t blocks_per_split,
+                int64_t min_blocks, int& rows_per_block) {
+  int64_t nsplit = cdiv(P, max_rows);
+  while (blocks_per_split * nsplit < min_blocks && cdiv(P, nsplit + 1) >= unit) ++nsplit;
+  rows_per_block = static_cast<int>(cdiv(P, nsplit));
+}
+
+int device_sms() {
+  const int n = sm_count();
+  return n > 0 ? n : 132;
+}
+
+/// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
+/// GPU moves that in ~10 µs), above it bandwidth-bound.
+bool latency_bound(const Dims& d, int64_t batch, DType state) {
+  const double bytes = static_cast<double>(batch) * d.nheads * d.headdim * d.d_state *
+                       static_cast<double>(dtype_size(state));
+  return bytes <= 32.0 * (1 << 20);
+}
+
+void check_plan_rows(const Plan& plan, const Dims& d, int64_t unit, int64_t max_threads,
+                     const char* op) {
+  check<ConfigError>(plan.rows_per_block >= 1 && plan.rows_per_block <= d.headdim, op,
+                     ": plan rows_per_block = ", plan.rows_per_block, ", expected 1..",
+                     d.headdim);
+  const int64_t threads = cdiv(plan.rows_per_block, unit) * 32;
+  check<ConfigError>(threads <= max_threads, op, ": plan rows_per_block = ",
+                     plan.rows_per_block, " needs ", threads, " threads, expected <= ",
+                     max_threads, " (at most ", max_threads / 32 * unit, " rows per block)");
+}
+
+Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DType state,
+                          const char* op) {
+  const Plan autop = plan_conventional(d, batch, state);
+  Plan p = forced;
+  if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
+  check<ConfigError>(conventional_rows_per_thread(p.rows_per_thread), op,
+                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected 4 or 8");
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  if (p.rows_per_block == 0) {
+    if (p.rows_per_thread == autop.rows_per_thread) {
+      p.rows_per_block = autop.rows_per_block;
+    } else {
+      const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
+      split_rows(d.headdim, unit, kMaxThreads / 32 * unit, batch * d.nheads,
+                 4 * device_sms(), p.rows_per_block);
+    }
+  }
+  check_plan_rows(p, d, lay.rows_per_warp * p.rows_per_thread, kMaxThreads, op);
+  p.route = Route::kAuto;
+  p.heads_per_block = 1;
+  p.prefetch_ring = 0;
+  return p;
+}
+
+Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L, DType state,
+                    const char* op) {
+  const Plan autop = plan_replay(d, batch, L, state);
+  Plan p = forced;
+  if (p.route == Route::kAuto) p.route = autop.route;
+  if (p.rows_per_thread == 0) p.rows_per_thread = kReplayRowsPerThread;
+  check<ConfigError>(p.rows_per_thread == kReplayRowsPerThread, op,
+                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected ",
+                     kReplayRowsPerThread, " for the replay kernel");
+  const int64_t hpg = d.nheads / d.ngroups;
+  if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
+  check<ConfigError>(p.heads_per_block >= 1 && hpg % p.heads_per_block == 0, op,
+                     ": plan heads_per_block = ", p.heads_per_block,
+                     ", expected a divisor of the heads per group ", hpg);
+  if (p.rows_per_block == 0) p.rows_per_block = autop.rows_per_block;
+  if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  check_plan_rows(p, d, lay.rows_per_warp * kReplayRowsPerThread, kReplayThreads, op);
+  return p;
+}
+
+template <class TIn, class TState>
+void dispatch_ring(DType ring, const StepParams& p, const LaunchShape& ls, cudaStream_t s) {
+  if (ring == kBF16) {
+    if constexpr (std::is_same_v<TIn, bf16>) return launch_replay<TIn, TState, bf16>(p, ls, s);
+  }
+  launch_replay<TIn, TState, float>(p, ls, s);
+}
+
+template <class TIn>
+void dispatch_replay_state(DType state, DType ring, const StepParams& p, const LaunchShape& ls,
+                           cudaStream_t s) {
+  if (state == kF32) return dispatch_ring<TIn, float>(ring, p, ls, s);
+  if (state == kF16) return dispatch_ring<TIn, f16>(ring, p, ls, s);
+  dispatch_ring<TIn, bf16>(ring, p, ls, s);
+}
+
+template <class TIn>
+void dispatch_conventional_state(DType state, const StepParams& p, const LaunchShape& ls,
+                                 cudaStream_t s) {
+  if (state == kF32) return launch_conventional<TIn, float>(p, ls, s);
+  if (state == kF16) return launch_conventional<TIn, f16>(p, ls, s);
+  launch_conventional<TIn, bf16>(p, ls, s);
+}
+
+}  // namespace
+
+const char* route_name(Route r) {
+  switch (r) {
+    case Route::kAuto: return "auto";
+    case Route::kOutputOnly: return "output-only";
+    case Route::kStateAndOutput: return "state-and-output";
+  }
+  return "?";
+}
+
+Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
+  Plan p;
+  // Bandwidth-bound: 8 rows (128 bytes of fp32 state) in flight per thread; 16-bit state and
+  // latency-bound steps: 4 rows per thread, more threads.
+  const bool wide = dtype_size(state) == 4 && !latency_bound(d, batch, state);
+  p.rows_per_thread = wide ? 8 : 4;
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
+  split_rows(d.headdim, unit, kMaxThreads / 32 * unit, std::max<int64_t>(batch, 1) * d.nheads,
+             4 * device_sms(), p.rows_per_block);
+  p.heads_per_block = 1;
+  p.prefetch_ring = 0;
+  return p;
+}
+
+Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
+  Plan p;
+  // The state-and-output route folds every record into every state element on every step; it
+  // only pays when there is at most one record to fold (L <= 2), where it skips the B·C pass.
+  p.route = L <= 2 ? Route::kStateAndOutput : Route::kOutputOnly;
+  p.rows_per_thread = kReplayRowsPerThread;
+  const bool small = latency_bound(d, batch, state);
+  // Latency-bound steps stage the whole ring with the checkpoint (no wait for the cursor).
+  p.prefetch_ring = small ? 1 : 0;
+  // Share B·C (and the staged ring B) across up to 4 heads of a group once the grid is large
+  // enough that fewer, longer blocks cost no parallelism.
+  const int64_t hpg = d.nheads / d.ngroups;
+  const int sms = device_sms();
+  p.heads_per_block = 1;
+  if (!small && std::max<int64_t>(batch, 1) * d.nheads >= 64 * sms)
+    for (int h = 4; h >= 1; --h)
+      if (hpg % h == 0) {
+        p.heads_per_block = h;
+        break;
+      }
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
+  split_rows(d.headdim, unit, kReplayThreads / 32 * unit,
+             std::max<int64_t>(batch, 1) * (d.nheads / p.heads_per_block), 4 * sms,
+             p.rows_per_block);
+  return p;
+}
+
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
+                       TensorView y, const Plan& forced) {
+  const char* op = "mamba2.conventional_step (cuda)";
+  const Call c = check_call(layer, cache, in, rows, y, op);
+  const Dims& d = layer.dims;
+  const Plan plan = resolve_conventional(forced, d, c.batch, c.state_dtype, op);
+  if (c.batch == 0) return;
+  StepParams p = base_params(layer, cache, c, rows);
+  p.rows_per_block = plan.rows_per_block;
+  p.nsplit = static_cast<int32_t>(cdiv(d.headdim, plan.rows_per_block));
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(c.state_dtype));
+  LaunchShape ls;
+  ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
+  ls.threads =
+      static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * plan.rows_per_thread) * 32);
+  ls.N = static_cast<int>(d.d_state);
+  ls.rpt = plan.rows_per_thread;
+  const auto stream = static_cast<cudaStream_t>(rows.stream);
+  if (c.in_dtype == kF32)
+    dispatch_conventional_state<float>(c.state_dtype, p, ls, stream);
+  else
+    dispatch_conventional_state<bf16>(c.state_dtype, p, ls, stream);
+}
+
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& forced) {
+  const char* op = "mamba2.replay_step (cuda)";
+  Call c = check_call(layer, cache, in, rows, y, op);
+  check_ring(layer, cache, cursors, c, op);
+  const Dims& d = layer.dims;
+  const Plan plan = resolve_replay(forced, d, c.batch, cursors.config.L, c.state_dtype, op);
+  if (c.batch == 0) return;
+  StepParams p = base_params(layer, cache, c, rows);
+  const int64_t R = cursors.config.rows();
+  p.R = static_cast<int32_t>(R);
+  p.rows_per_block = plan.rows_per_block;
+  p.nsplit = static_cast<int32_t>(cdiv(d.headdim, plan.rows_per_block));
+  p.heads_per_block = plan.heads_per_block;
+  p.nchunks = static_cast<int32_t>(d.nheads / d.ngroups / plan.heads_per_block);
+  p.ring_x = cache.ring_x.data;
+  p.ring_dt = cache.ring_dt.ptr<float>();
+  p.ring_B = cache.ring_B.data;
+  p.origin = cursors.origin.ptr<int32_t>();
+  p.hist = cursors.h.ptr<int32_t>();
+  p.is_flush = cursors.is_flush.ptr<int8_t>();
+  p.state_route = plan.route == Route::kStateAndOutput;
+  p.prefetch_ring = plan.prefetch_ring != 0;
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(c.state_dtype));
+  LaunchShape ls;
+  ls.grid = dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit),
+                 static_cast<unsigned>(c.batch));
+  ls.threads = static_cast<int>(
+      cdiv(plan.rows_per_block, lay.rows_per_warp * kReplayRowsPerThread) * 32);
+  ls.smem = static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block)) *
+            sizeof(float);
+  ls.N = static_cast<int>(d.d_state);
+  ls.rpt = kReplayRowsPerThread;
+  const auto stream = static_cast<cudaStream_t>(rows.stream);
+  if (c.in_dtype == kF32)
+    dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, p, ls, stream);
+  else
+    dispatch_replay_state<bf16>(c.state_dtype, c.ring_dtype, p, ls, stream);
+}
+
+}  // namespace replayssm::cuda::mamba2

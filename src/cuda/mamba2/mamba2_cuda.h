@@ -1,0 +1,67 @@
+// The CUDA backend of the Mamba-2 decode ops (include/replayssm/mamba2.h): host launchers that
+// validate their arguments (typed errors before anything is touched), pick a launch plan and
+// enqueue the kernels on rows.stream. src/api/mamba2.cpp dispatches here for CUDA tensors; tests
+// and benchmarks may call these directly, e.g. to force a route or a plan.
+//
+// CUDA dtypes: x, B, C, z float32 or bfloat16 (one dtype), dt float32 or that dtype, y that dtype;
+// A_log, dt_bias, D float32; state/checkpoint float32, float16 or bfloat16 (float32 arithmetic,
+// rounded to nearest even when stored); ring_x / ring_B float32, or bfloat16 when the inputs are
+// bfloat16 (a lossless copy); ring_dt float32. d_state 64 or 128, ring length L <= 64, batch
+// <= 65535; state, B, C and ring_B 16-byte aligned.
+//
+// Slot ids live on the device: ids outside [0, slots) are pad rows in the kernels (y = 0, nothing
+// read or written). With Rows::check_device_ids (and the stream not capturing) the ids are copied
+// to the host and checked first (SlotError). Cursor values are not copied: the kernels clamp them
+// into the ring (origin mod R, 0 <= h <= R - 1), so a corrupt cursor gives wrong values for its
+// own slot but never touches memory outside it.
+#pragma once
+#include <cstdint>
+
+#include "replayssm/mamba2.h"
+#include "replayssm/ring.h"
+#include "replayssm/tensor.h"
+
+namespace replayssm::cuda::mamba2 {
+
+using Dims = ::replayssm::mamba2::Dims;
+using Layer = ::replayssm::mamba2::Layer;
+using Tokens = ::replayssm::mamba2::Tokens;
+using Cache = ::replayssm::mamba2::Cache;
+
+/// How an ordinary replay row computes y (flush rows always materialise the state).
+enum class Route : uint8_t {
+  kAuto,            ///< chosen per shape, batch and L (plan_replay)
+  kOutputOnly,      ///< y = ā·(S0·C) + Σ s_j·(B_j·C)·x_j; B_j·C once per block, shared by its heads
+  kStateAndOutput,  ///< materialise S_h = ā·S0 + Σ c_j·x_j·B_jᵀ in registers, then y = S·C
+};
+const char* route_name(Route r);
+
+/// A launch plan. Zero / kAuto / -1 fields are chosen by the dispatcher; tests and benchmarks set
+/// them to force a variant.
+struct Plan {
+  Route route = Route::kAuto;  ///< replay only
+  int heads_per_block = 0;     ///< replay: heads of one group per block (divides H / G)
+  int rows_per_block = 0;      ///< headdim rows per block: P is split over ceil(P / rows) blocks
+  int rows_per_thread = 0;     ///< conventional: 4 or 8; replay: 4
+  int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
+                               ///< waiting for the cursors (latency-bound batches); 0 = live rows
+};
+
+/// The dispatcher's choice for a conventional step (every field resolved).
+Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
+/// The dispatcher's choice for a replay step with ring length L (every field resolved).
+Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
+
+/// mamba2::conventional_step on CUDA tensors.
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
+                       TensorView y, const Plan& plan = {});
+
+/// mamba2::replay_step on CUDA tensors: per row, cursors.is_flush (read on the device) selects the
+/// flush or the ordinary step, so one launch (and one CUDA graph) serves every mix of rows.
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& plan = {});
+
+/// mamba2::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
+void reset_slots(Cache& cache, const Rows& rows);
+
+}  // namespace replayssm::cuda::mamba2

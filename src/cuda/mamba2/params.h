@@ -1,0 +1,40 @@
+// The kernel argument block of every Mamba-2 decode kernel (passed by value), filled by the host
+// launcher after validation. Plain data, usable from host and device code.
+#pragma once
+#include <cstdint>
+
+namespace replayssm::cuda::mamba2 {
+
+struct StepParams {
+  // sizes
+  int32_t H = 0, P = 0, G = 0, heads_per_group = 0, slots = 0, batch = 0;
+  int32_t R = 0;  ///< ring rows (replay)
+  // block decomposition: a block owns heads_per_block heads of one group (replay; 1 for the
+  // conventional kernel) and rows_per_block rows of headdim (nsplit blocks cover P)
+  int32_t rows_per_block = 0, nsplit = 0, heads_per_block = 1, nchunks = 1;
+  // inputs (x, B, C, z in the input dtype; dt float32 or the input dtype), outputs
+  const void* x = nullptr;
+  const void* dt = nullptr;
+  const void* B = nullptr;
+  const void* C = nullptr;
+  const void* z = nullptr;
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;
+  const float* D = nullptr;
+  void* state = nullptr;  ///< state (conventional) or checkpoint S0 (replay)
+  void* y = nullptr;
+  const int32_t* slot_ids = nullptr;
+  // replay: ring and cursors
+  void* ring_x = nullptr;
+  float* ring_dt = nullptr;
+  void* ring_B = nullptr;
+  const int32_t* origin = nullptr;
+  const int32_t* hist = nullptr;
+  const int8_t* is_flush = nullptr;
+  // flags
+  bool dt_f32 = true, softplus = true, has_D = false, has_z = false;
+  bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
+  bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursors
+};
+
+}  // namespace replayssm::cuda::mamba2
