@@ -1,6 +1,7 @@
 // Public entry points of include/replayssm/mamba2.h: validate every argument (typed errors naming
 // the argument, the actual and the expected value) before anything is touched, then dispatch on
-// the device: CPU -> src/cpu/mamba2_*.cpp; CUDA -> not built yet.
+// the device: CPU -> src/cpu/mamba2_*.cpp; CUDA -> src/cuda/mamba2 (conventional, replay step,
+// reset; verify not built yet).
 #include "replayssm/mamba2.h"
 
 #include <string>
@@ -8,6 +9,9 @@
 #include "common/validate.h"
 #include "cpu/mamba2_cpu.h"
 #include "replayssm/errors.h"
+#ifdef RSSM_WITH_CUDA
+#include "cuda/mamba2/mamba2_cuda.h"
+#endif
 
 namespace replayssm::mamba2 {
 namespace {
@@ -70,19 +74,26 @@ void check_tokens(const Layer& layer, const Tokens& in, const TensorView& y, int
 
 int64_t check_state(const Layer& layer, const Cache& cache, Device dev, const char* op) {
   const Dims& d = layer.dims;
-  validate::expect(cache.state, arg(op, "state").c_str(), {kAny, d.nheads, d.headdim, d.d_state},
-                   {kF32}, dev);
+  if (dev == Device::kCUDA)  // the CUDA kernels also keep 16-bit checkpoints (fp32 arithmetic)
+    validate::expect(cache.state, arg(op, "state").c_str(),
+                     {kAny, d.nheads, d.headdim, d.d_state}, {kF32, DType::kF16, DType::kBF16},
+                     dev);
+  else
+    validate::expect(cache.state, arg(op, "state").c_str(),
+                     {kAny, d.nheads, d.headdim, d.d_state}, {kF32}, dev);
   return cache.state.shape[0];
 }
 
 void check_ring(const Layer& layer, const Cache& cache, int64_t slots, int64_t R, Device dev,
                 const char* op) {
   const Dims& d = layer.dims;
+  // CUDA rings may hold bfloat16 x and B (lossless copies of bfloat16 inputs; checked there).
+  const DType ring16 = dev == Device::kCUDA ? DType::kBF16 : kF32;
   validate::expect(cache.ring_x, arg(op, "ring_x").c_str(), {slots, d.nheads, R, d.headdim},
-                   {kF32}, dev);
+                   {kF32, ring16}, dev);
   validate::expect(cache.ring_dt, arg(op, "ring_dt").c_str(), {slots, d.nheads, R}, {kF32}, dev);
   validate::expect(cache.ring_B, arg(op, "ring_B").c_str(), {slots, d.ngroups, R, d.d_state},
-                   {kF32}, dev);
+                   {kF32, ring16}, dev);
 }
 
 /// Host rows; on CUDA only the metadata is checked (the values live on the device). T = 0: the op
@@ -166,6 +177,10 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
                        TensorView y) {
   const char* op = "mamba2.conventional_step";
   const Call call = check_call(layer, cache, nullptr, RingMode::kDecode, in, rows, y, op);
+#ifdef RSSM_WITH_CUDA
+  if (call.device == Device::kCUDA)
+    return cuda::mamba2::conventional_step(layer, cache, in, rows, y);
+#endif
   if (call.device != Device::kCPU) no_cuda(op);
   cpu::mamba2::conventional_step(layer, cache, call.in, call.rows, call.y);
 }
@@ -174,6 +189,10 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
                  const Rows& rows, TensorView y) {
   const char* op = "mamba2.replay_step";
   const Call call = check_call(layer, cache, &cursors, RingMode::kDecode, in, rows, y, op);
+#ifdef RSSM_WITH_CUDA
+  if (call.device == Device::kCUDA)
+    return cuda::mamba2::replay_step(layer, cache, cursors, in, rows, y);
+#endif
   if (call.device != Device::kCPU) no_cuda(op);
   cpu::mamba2::replay_step(layer, cache, cursors, call.in, call.rows, call.y);
 }
@@ -189,11 +208,18 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* op = "mamba2.reset_slots";
   const Device dev = validate::common_device({&cache.state, &rows.slot_ids}, op);
-  validate::expect(cache.state, arg(op, "state").c_str(), {kAny, kAny, kAny, kAny}, {kF32}, dev);
+  if (dev == Device::kCUDA)
+    validate::expect(cache.state, arg(op, "state").c_str(), {kAny, kAny, kAny, kAny},
+                     {kF32, DType::kF16, DType::kBF16}, dev);
+  else
+    validate::expect(cache.state, arg(op, "state").c_str(), {kAny, kAny, kAny, kAny}, {kF32}, dev);
   const int64_t slots = cache.state.shape[0];
   const int64_t batch = rows.slot_ids.ndim == 1 ? rows.slot_ids.shape[0] : kAny;
   Call call;
   check_rows(rows, batch, slots, 0, dev, op, call);
+#ifdef RSSM_WITH_CUDA
+  if (dev == Device::kCUDA) return cuda::mamba2::reset_slots(cache, rows);
+#endif
   if (dev != Device::kCPU) no_cuda(op);
   cpu::mamba2::reset_slots(cache, call.rows);
 }
