@@ -79,11 +79,14 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   c.layer = &layer;
   c.cache = &cache;
   c.cursors = cursors;
-  c.in.q = validate::with_token_axis(in.q, 4);
-  c.in.k = validate::with_token_axis(in.k, 4);
-  c.in.v = validate::with_token_axis(in.v, 4);
-  c.in.a = validate::with_token_axis(in.a, kda ? 4 : 3);
-  c.in.b = validate::with_token_axis(in.b, 3);
+  // Either every token tensor (and y) carries the T axis or none does (then T = 1); q decides.
+  const bool t_axis = in.q.ndim != 3;
+  auto token_view = [&](const TensorView& t, int rank) { return t_axis ? t : validate::with_token_axis(t, rank); };
+  c.in.q = token_view(in.q, 4);
+  c.in.k = token_view(in.k, 4);
+  c.in.v = token_view(in.v, 4);
+  c.in.a = token_view(in.a, kda ? 4 : 3);
+  c.in.b = token_view(in.b, 3);
   const int64_t T_axis = op == Op::kVerify ? kAny : 1;
   expect(c.in.q, Name(name, "q"), {kAny, T_axis, H, K}, {kF32, DType::kBF16}, dev);
   const int64_t batch = c.in.q.shape[0], T = c.in.q.shape[1];
@@ -95,7 +98,7 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   else
     expect(c.in.a, Name(name, "a (GDN)"), {batch, T, HV}, {dt}, dev);
   expect(c.in.b, Name(name, "b"), {batch, T, HV}, {dt}, dev);
-  c.y = validate::with_token_axis(y_in, 4);
+  c.y = op == Op::kVerify ? token_view(y_in, 4) : validate::with_token_axis(y_in, 4);
   expect(c.y, Name(name, "y"), {batch, T, HV, V}, {dt}, dev);
 
   expect(cache.state, Name(name, "state"), {kAny, HV, V, K}, {kF32}, dev);
