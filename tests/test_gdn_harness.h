@@ -39,32 +39,27 @@ inline constexpr Shape kKimi{"kimi-linear", 32, 32, 128, 128};
 // (v ~ N(0, 1); the delta rule keeps S k^ ~ v, so state rows are O(|v|)), not by the result.
 // 0.1 sits a decade below that operand scale, so it only takes over in such cancellations.
 //
-// fp32 backend vs fp64 (oracle or conventional recurrence), one step. u = 2^-24 ~ 6.0e-8. Every
-// quantity the backend computes is a sum of at most n = K + L + 2T + 2 <= 128 + 32 + 16 + 2 = 178
-// float products (a K-long dot with a checkpoint row plus one term per ring record and window token),
-// each operand carrying a few u of its own (l2norm, exp of a gate sum, softplus). The classical bound
-// for a float sum is n u sum|terms|, and for dot products of unit-norm vectors with random state rows
-// sum|terms| / max|result over the head| <= sqrt(K) ~ 11 (the row norm over the typical projection).
-// One step therefore errs by at most ~178 * 6e-8 * 11 ~ 1.2e-4 in the worst case, and ~sqrt(n) u * 11
-// ~ 1e-5 for random rounding.
-//
-// Along a run the state error is carried forward by S <- S diag(alpha)(I - beta k k^T) (plus the
-// new term), whose norm is <= max alpha < 1: errors add but are forgotten geometrically. The gates
-// drawn here give alpha in (0.0013, 0.9998); with per-step alpha uniform-ish on that range, the
-// expected number of steps a unit of error survives, sum_m E[alpha]^m, is ~1/(1 - E[alpha]) ~ 2-3,
-// and rare runs of alpha near 1 keep it ~1/(1-0.9998) in the worst direction, scaled by the
-// projector (I - beta k k^T) which removes the component along each new key. Random fp32 rounding
-// (independent, zero-mean) then accumulates like sqrt(memory): for a memory of ~100 steps that is
-// 10 x 1e-5 = 1e-4. We allow 5e-4 for y, the checkpoint and the ring's u: 4x the single-step
-// worst case and 5x the accumulated random estimate, while a genuine protocol error (a wrong or
-// missing record, a wrong decay index, an off-by-one in a prefix sum) changes results at the 1e-2..1
-// level. bf16 outputs are rounded once to 8 significant bits: + 2^-8 (bf16 unit roundoff) relative.
-// k^ and g are computed the same way per token in both (no recurrence): a handful of u each,
-// so 1e-5 (~170 u) is ample.
-// fp64 oracle vs fp64 conventional along the stream: the same analysis with u = 2^-53 ~ 1.1e-16
-// gives ~1e-12 worst case per step; 1e-10 leaves room for the accumulation over long runs.
+// fp32 backend vs fp64 (oracle or conventional recurrence); u = 2^-24 ~ 6.0e-8.
+// One step: every computed quantity is a sum of at most n = K + L + 2T + 2 <= 178 float products
+// (a K-long dot with a checkpoint row plus one term per ring record and window token; K <= 128,
+// L <= 32, T <= 8 in these tests), each operand carrying a few u of its own (l2norm, exp of a gate
+// sum, softplus). A float sum errs by at most n u sum|terms|, and for unit-norm k^, q^ against
+// O(1) state rows sum|terms| <= sqrt(K) ~ 11 times the head's scale: worst case
+// 178 * 6e-8 * 11 ~ 1.2e-4; with random rounding (sqrt(n) in place of n) ~ 9e-6.
+// Along a run the state error is multiplied each step by diag(alpha)(I - beta k^ k^T), norm <= 1,
+// and new rounding is added. A direction is forgotten once new keys cancel it, after ~K / mean(beta)
+// ~ 16 steps for the long runs' K = 8 (or once alpha decays it), so independent rounding accumulates
+// like sqrt(16): ~4e-5. The real shapes (K = 128, memory ~256) run only a few steps, sqrt(5) x 9e-6.
+// tol = 2e-4 for y, the checkpoint and the ring's u: above the one-step worst case and 5x the
+// accumulated estimate (the largest error measured across this suite is ~2e-5), while a protocol
+// error (a wrong or missing record, a wrong decay index, an off-by-one prefix sum) shows at 1e-3..1.
+// bf16 outputs are rounded once to 8 significant bits: + 2^-8 (bf16 unit roundoff) for y.
+// k^ and g are per-token (no recurrence, same formulas in both): l2norm sums K <= 128 squares, at
+// most K u = 7.6e-6 relative, halved by the square root, plus a few u; 1e-5 bounds it.
+// fp64 oracle vs fp64 conventional along the stream: the analysis above with u = 2^-53 ~ 1.1e-16
+// gives ~2.2e-13 per step and ~1e-12 accumulated; 1e-10 leaves room for long runs.
 struct Tolerance {
-  double y = 5e-4, state = 5e-4, u = 5e-4, key = 1e-5, gate = 1e-5, oracle = 1e-10;
+  double y = 2e-4, state = 2e-4, u = 2e-4, key = 1e-5, gate = 1e-5, oracle = 1e-10;
 };
 inline constexpr double kBf16Out = 1.0 / 256.0;  // unit roundoff of bf16 (8 significant bits)
 

@@ -55,7 +55,7 @@ TEST(GdnInvariants, LongDecodeRunsMatchConventional) {
   uint64_t s = seed;
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
     for (int L : {2, 4, 8, 16, 32}) {
-      const Cfg cfg = make(kTiny, gate, DType::kF32, false, {L, 1, RingMode::kDecode}, 4);
+      const Cfg cfg = make(kSmall, gate, DType::kF32, false, {L, 1, RingMode::kDecode}, 4);
       SCOPED_TRACE(cfg.describe());
       const Stats st = run_random(cfg, Op::kReplay, 10000, 2, s++, 0.0005);
       ASSERT_FALSE(HasFailure());
