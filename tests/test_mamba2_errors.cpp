@@ -255,7 +255,7 @@ TEST(Mamba2Errors, ConfigErrors) {
                                {"decode mode needs T = 1, got T = 2"});
 }
 
-TEST(Mamba2Errors, DevicesAreCheckedAndCudaIsNotBuiltYet) {
+TEST(Mamba2Errors, DevicesAreChecked) {
   auto to_cuda = [](Fx::Args& a) {
     for (TensorView* v : {&a.layer.A_log, &a.layer.dt_bias, &a.layer.D, &a.cache.state, &a.cache.ring_x,
                           &a.cache.ring_dt, &a.cache.ring_B, &a.cur.origin, &a.cur.h, &a.cur.is_flush,
@@ -265,8 +265,11 @@ TEST(Mamba2Errors, DevicesAreCheckedAndCudaIsNotBuiltYet) {
   };
   for (Op op : {Op::kConventional, Op::kReplay, Op::kVerify, Op::kReset}) {
     SCOPED_TRACE(name(op));
+#ifndef RSSM_WITH_CUDA
+    // (With the CUDA backend built these host pointers would reach kernels: not checked there.)
     expect_rejected<UnsupportedError>(op, [&](Fx&, Fx::Args& a) { to_cuda(a); },
                                       {name(op), "CUDA backend for this op is not built yet"});
+#endif
     // Validation still runs first on CUDA tensors.
     if (op != Op::kReset)
       expect_rejected<ShapeError>(op, [&](Fx&, Fx::Args& a) { to_cuda(a); a.tk.B.shape[3] = 3; },

@@ -445,7 +445,7 @@ class Sim {
   /// along the accepted tokens.
   void commit(Op op, const std::vector<RowPlan>& rows, std::vector<RowRef>& refs) {
     const int64_t batch = static_cast<int64_t>(rows.size());
-    if (op != Op::kConventional) {
+    if (op != Op::kConventional && batch > 0) {
       std::vector<int32_t> ids(batch), fed(batch), acc(batch);
       for (int64_t b = 0; b < batch; ++b) {
         const RowPlan& r = rows[b];

@@ -248,7 +248,8 @@ struct Pool {
         ring_B(filled(DType::kF32, {slots_, s.G, R, s.N}, kNaN, 24)),
         origin(DType::kI32, {slots_}, 25), h(DType::kI32, {slots_}, 26), flush(DType::kI8, {slots_}, 27) {
     // Never-used slots hold garbage: a sequence must start with reset_slots + replayssm::reset.
-    for (int64_t i = 0; i < state.numel(); ++i) state.set(i, static_cast<float>(rng.normal(0, 10)));
+    float* st = state.data<float>();
+    for (int64_t i = 0; i < state.numel(); ++i) st[i] = static_cast<float>(static_cast<int64_t>(rng.gen() % 2001) - 1000) * 0.01f;
     for (int64_t i = 0; i < slots; ++i) {
       origin.data<int32_t>()[i] = static_cast<int32_t>(rng.integer(-5, 100));
       h.data<int32_t>()[i] = static_cast<int32_t>(rng.integer(-5, 100));
