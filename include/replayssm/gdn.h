@@ -38,7 +38,8 @@ struct Layer {
 };
 
 /// Inputs of one step: T tokens per row. q, k, v, a, b share one dtype (float32 or bfloat16).
-/// A rank without the T axis is accepted where T = 1.
+/// A rank without the T axis is accepted where T = 1 (for all five tensors alike).
+/// Token positions past a row's T_b and pad rows are never read.
 struct Tokens {
   TensorView q;  ///< [batch, T, H, K]  before L2 normalisation
   TensorView k;  ///< [batch, T, H, K]  before L2 normalisation
@@ -49,27 +50,39 @@ struct Tokens {
 
 /// A layer's pool of slots: the state (conventional) or checkpoint (replay) and the ring of
 /// records (u, k^, g) since the checkpoint. u is kept in float32 so long runs do not drift
-/// (method.md §5.1). CPU backend: all float32.
+/// (method.md §5.1). k^ is written once per key head (by its first value head) and shared by the
+/// key head's value heads. R = cursors.config.rows(). CPU backend: all float32.
 struct Cache {
   TensorView state;   ///< [slots, HV, V, K]
   TensorView ring_u;  ///< [slots, HV, R, V]  correction u of each record
   TensorView ring_k;  ///< [slots, H, R, K]   normalised key k^ of each record
-  TensorView ring_g;  ///< [slots, HV, R] (GDN) or [slots, HV, R, K] (KDA): log-decay g
+  TensorView ring_g;  ///< [slots, HV, R] (GDN) or [slots, HV, R, K] (KDA): log-decay g (<= 0)
 };
 
-/// Conventional decode step (T = 1); y [batch, HV, V] (dtype of v). Pad rows: y = 0, untouched.
+/// Conventional decode step (T = 1): reads, updates and writes state[slot] of every real row;
+/// y [batch, HV, V] or [batch, 1, HV, V] (dtype of v). Pad rows: y = 0, untouched. The ring
+/// tensors are not used.
 void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
                        TensorView y);
 
-/// ReplaySSM decode step (ring mode kDecode); contract as mamba2::replay_step.
+/// ReplaySSM decode step (ring mode kDecode); contract as mamba2::replay_step: is_flush rows fold
+/// the h records and the token into the checkpoint (written once, y from the new state, no record
+/// appended); other rows compute y from checkpoint + ring without writing state and append
+/// (u, k^, g) at logical h. Cursors are only read; each real row's cursor must have
+/// 0 <= origin < R and h + 1 <= R (SlotError otherwise). y as for conventional_step.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y);
 
-/// Speculative verify (ring mode kSpeculative); contract as mamba2::verify. y [batch, T, HV, V].
+/// Speculative verify (ring mode kSpeculative); contract as mamba2::verify. T is the tokens' T axis,
+/// 1 <= T <= cursors.config.T; row b feeds T_b = rows.num_tokens[b] (empty: T) tokens whose
+/// records go to logical h..h+T_b-1 (h + T_b <= R required), all outputs from the same checkpoint.
+/// is_flush rows fold only the committed history (0..h-1) into the checkpoint. y [batch, T, HV, V];
+/// entries past T_b and pad rows are 0.
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y);
 
-/// Zero the state/checkpoint of the rows' slots.
+/// Zero the state/checkpoint of the rows' slots (pad ids skipped). The ring needs no clearing:
+/// replayssm::reset empties the slot's window, and rows outside the window are never read.
 void reset_slots(Cache& cache, const Rows& rows);
 
 }  // namespace replayssm::gdn

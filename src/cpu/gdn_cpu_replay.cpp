@@ -9,11 +9,13 @@
 // is monotone, so every exponent is <= 0 by construction (no clamp needed, nothing overflows) and
 // has no cancellation error: its rounding error is relative to |E| itself.
 //
-// Ordinary rows (decode ordinary step, verify rows without a flush) never form the state:
-//   S_t x = S0 (e^{E(-1,t)} . x) + sum_{j<h} u_j [k^_j . e^{E(j,t)} . x]     (method.md §3.3(a))
-// and the window is solved in chunk form (method.md §4.4), T_b x T_b:
-//   A[s][s'] = beta_s (k^_s . e^{E(s',s)} . k^_s')  (s' < s),   R_s = beta_s (v_s - S_{h+s-1}-part hk_s),
-//   (I + A) U = R by forward substitution,  y_s = hq_s + sum_{s'<=s} (q^_s . e^{E(s',s)} . k^_s') U_s'.
+// Ordinary rows (decode ordinary step, verify rows without a flush) never form the state. For
+// window token s at t = h + s, hk_s = S_h (e^{E(h-1,t)} . k^_s) with S_h the state after the
+// history comes from S0 and the records (method.md §3.3(a)):
+//   hk_s = S0 (e^{E(-1,t)} . k^_s) + sum_{j<h} u_j [k^_j . e^{E(j,t)} . k^_s],   hq_s likewise,
+// and the window's own tokens enter through the chunk form (method.md §4.4), T_b x T_b:
+//   A[s][s'] = beta_s (k^_s . e^{E(h+s',t)} . k^_s') for s' < s;   R_s = beta_s (v_s - hk_s);
+//   (I + A) U = R by forward substitution;   y_s = hq_s + sum_{s'<=s} (q^_s . e^{E(h+s',t)} . k^_s') U_s'.
 // Speculative flush rows first materialise S_h row by row (sequential fold of the history, the
 // conventional update's arithmetic), write it as the new checkpoint and use it as the base with an
 // empty history. Decode flush rows materialise S_h and then run update_row(), the conventional
