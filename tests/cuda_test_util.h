@@ -266,7 +266,8 @@ struct DevPool {
     return true;
   }
   Cursor cursor(const Snapshot& snap, int32_t slot) const {
-    return {decode(DType::kI32, snap[4].data(), slot), decode(DType::kI32, snap[5].data(), slot),
+    return {static_cast<int32_t>(decode(DType::kI32, snap[4].data(), slot)),
+            static_cast<int32_t>(decode(DType::kI32, snap[5].data(), slot)),
             decode(DType::kI8, snap[6].data(), slot) != 0};
   }
   // Element offsets of one slot's regions.

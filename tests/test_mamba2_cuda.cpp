@@ -210,7 +210,9 @@ class ReplayRun {
                 B_after, out_rel, n);
     }
     for (int32_t slot = 0; slot < pool_.slots; ++slot)
-      if (!in_batch.count(slot)) EXPECT_EQ(slot_diff(pool_, before, after, slot), "") << "not in the batch";
+      if (!in_batch.count(slot)) {
+        EXPECT_EQ(slot_diff(pool_, before, after, slot), "") << "not in the batch";
+      }
     EXPECT_TRUE(pool_.guards_intact()) << "pool guard bytes";
     EXPECT_TRUE(st.guards_intact()) << "input/output guard bytes";
     EXPECT_TRUE(layer_.guards_intact()) << "parameter guard bytes";
@@ -467,7 +469,9 @@ void run_conventional(const Case& c, uint64_t seed) {
           << "state";
     }
     for (int32_t slot = 0; slot < pool.slots; ++slot)
-      if (!in_batch.count(slot)) EXPECT_EQ(slot_diff(pool, before, after, slot), "") << "not in the batch";
+      if (!in_batch.count(slot)) {
+        EXPECT_EQ(slot_diff(pool, before, after, slot), "") << "not in the batch";
+      }
     EXPECT_TRUE(pool.guards_intact() && st.guards_intact() && layer.guards_intact()) << "guard bytes";
     if (::testing::Test::HasFailure()) break;
   }
