@@ -3,8 +3,8 @@
 //   gate width gw = K for KDA (a decay per key channel), 1 for GDN (gate index c -> 0);
 //   a replay step at cursor h sees ring records j = 0..h-1 (logical) and the current token at
 //   logical position h; G_l = sum_{i <= l} g_i is the inclusive prefix sum over logical positions,
-//   so the weight of record j seen from position t >= j is exp(G_t - G_j) = prod_{j < i <= t} alpha_i
-//   (a record decays by the gates after it, not its own) and the checkpoint's is exp(G_t).
+//   so the weight of record j seen from position t >= j is exp(G_t - G_j) = prod_{j < i <= t}
+//   alpha_i (a record decays by the gates after it, not its own) and the checkpoint's is exp(G_t).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -115,12 +115,13 @@ Vec step(const GdnParams& p, Vec& state, const GdnToken& t, GdnRecord& rec) {
 }
 
 void check_room(const RingConfig& cfg, const Cursor& c, int64_t n, const char* op) {
-  check<ConfigError>(c.h >= 0 && c.h + n <= cfg.rows(), op, ": cursor h = ", c.h, " leaves no room for ",
-                     n, " records in a ring of ", cfg.rows(), " rows");
+  check<ConfigError>(c.h >= 0 && c.h + n <= cfg.rows(), op, ": cursor h = ", c.h,
+                     " leaves no room for ", n, " records in a ring of ", cfg.rows(), " rows");
 }
 
 // Inclusive prefix sums G over logical positions 0..h of one value head: the h history records'
-// gates followed by the gates `cur` of the positions after them. Returned as [(h + cur.size()) * gw].
+// gates followed by the gates `cur` of the positions after them. Returned as [(h + cur.size()) *
+// gw].
 Vec prefix_gates(const GdnParams& p, const RingConfig& cfg, const GdnSeq& s, int64_t vh,
                  const std::vector<Vec>& cur) {
   const int64_t gw = gate_width(p), h = s.cursor.h;
@@ -248,7 +249,8 @@ Vec gdn_replay_closed_form(const GdnParams& p, const RingConfig& cfg, const GdnS
     const int64_t kh = key_head(p, vh);
     const Vec q = l2norm(p, t.q, kh, q_scale(p));
     const Vec k(cur.k.begin() + kh * p.K, cur.k.begin() + (kh + 1) * p.K);
-    const Vec G = prefix_gates(p, cfg, s, vh, {Vec(cur.g.begin() + vh * gw, cur.g.begin() + (vh + 1) * gw)});
+    const Vec G =
+        prefix_gates(p, cfg, s, vh, {Vec(cur.g.begin() + vh * gw, cur.g.begin() + (vh + 1) * gw)});
     double kq = 0.0;
     for (int64_t c = 0; c < p.K; ++c) kq += k[c] * q[c];
     const double beta = beta_of(p, t.b[vh]);
@@ -268,8 +270,9 @@ std::vector<Vec> gdn_verify_chunk_form(const GdnParams& p, const RingConfig& cfg
   // method.md §4.4 over the window s = 0..T-1 at logical h+s, with S_h never formed:
   //   hk_s = S_h (e^{G^w_s} . k^_s), hq_s likewise (G^w: in-window inclusive prefix; by the closed
   //   form this is the projection with the whole-window prefix G at position h+s);
-  //   A[s][s'] = beta_s (k^_s . e^{G_{h+s} - G_{h+s'}} . k^_s') for s' < s;  R_s = beta_s (v_s - hk_s);
-  //   (I + A) U = R (forward substitution);  y_s = hq_s + sum_{s'<=s} (k^_s' . e^{..} . q^_s) U_s'.
+  //   A[s][s'] = beta_s (k^_s . e^{G_{h+s} - G_{h+s'}} . k^_s') for s' < s;  R_s = beta_s (v_s -
+  //   hk_s); (I + A) U = R (forward substitution);  y_s = hq_s + sum_{s'<=s} (k^_s' . e^{..} .
+  //   q^_s) U_s'.
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t gw = gate_width(p), h = s.cursor.h;
   std::vector<GdnRecord> cur;

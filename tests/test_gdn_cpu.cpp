@@ -15,18 +15,24 @@ struct Variant {
   DType dtype;
   bool beta_bf16;
 };
-const Variant kVariants[] = {{Gate::kScalar, DType::kF32, false}, {Gate::kScalar, DType::kBF16, true},
-                             {Gate::kChannel, DType::kF32, true}, {Gate::kChannel, DType::kBF16, false}};
+const Variant kVariants[] = {{Gate::kScalar, DType::kF32, false},
+                             {Gate::kScalar, DType::kBF16, true},
+                             {Gate::kChannel, DType::kF32, true},
+                             {Gate::kChannel, DType::kBF16, false}};
 
 Cfg make(Shape sh, Variant v, RingConfig ring, int64_t slots) {
   Cfg s;
-  s.shape = sh, s.gate = v.gate, s.dtype = v.dtype, s.beta_bf16 = v.beta_bf16, s.ring = ring, s.slots = slots;
+  s.shape = sh, s.gate = v.gate, s.dtype = v.dtype, s.beta_bf16 = v.beta_bf16, s.ring = ring,
+  s.slots = slots;
   return s;
 }
 
 void run_ops(Shape sh, int64_t steps, int64_t slots, int64_t live, uint64_t seed) {
   for (const Variant& v : kVariants) {
-    const struct { Op op; RingConfig ring; } cases[] = {
+    const struct {
+      Op op;
+      RingConfig ring;
+    } cases[] = {
         {Op::kConventional, {4, 1, RingMode::kDecode}},
         {Op::kReplay, {4, 1, RingMode::kDecode}},
         {Op::kReplay, {5, 1, RingMode::kDecode}},
@@ -59,15 +65,19 @@ TEST(GdnCpu, MatchesOracleOddShapes) {
 TEST(GdnCpu, MatchesOracleRealShapes) {
   const uint64_t seed = test_seed(303);
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const struct { Shape sh; Variant v; } cases[] = {
+  const struct {
+    Shape sh;
+    Variant v;
+  } cases[] = {
       {kQwen4B, {Gate::kScalar, DType::kBF16, true}},
       {kQwen122B, {Gate::kScalar, DType::kF32, false}},
       {kKimi, {Gate::kChannel, DType::kBF16, false}},
   };
   uint64_t s0 = seed;
   for (const auto& c : cases) {
-    for (const auto& [op, ring] : {std::pair{Op::kReplay, RingConfig{4, 1, RingMode::kDecode}},
-                                   std::pair{Op::kVerify, RingConfig{4, 2, RingMode::kSpeculative}}}) {
+    for (const auto& [op, ring] :
+         {std::pair{Op::kReplay, RingConfig{4, 1, RingMode::kDecode}},
+          std::pair{Op::kVerify, RingConfig{4, 2, RingMode::kSpeculative}}}) {
       const Cfg s = make(c.sh, c.v, ring, 3);
       SCOPED_TRACE(s.describe());
       const Stats st = run_random(s, op, 5, 2, s0++, 0.0);

@@ -40,22 +40,28 @@ inline constexpr Shape kKimi{"kimi-linear", 32, 32, 128, 128};
 // 0.1 sits a decade below that operand scale, so it only takes over in such cancellations.
 //
 // fp32 backend vs fp64 (oracle or conventional recurrence); u = 2^-24 ~ 6.0e-8.
+//
 // One step: every computed quantity is a sum of at most n = K + L + 2T + 2 <= 178 float products
 // (a K-long dot with a checkpoint row plus one term per ring record and window token; K <= 128,
 // L <= 32, T <= 8 in these tests), each operand carrying a few u of its own (l2norm, exp of a gate
 // sum, softplus). A float sum errs by at most n u sum|terms|, and for unit-norm k^, q^ against
 // O(1) state rows sum|terms| <= sqrt(K) ~ 11 times the head's scale: worst case
 // 178 * 6e-8 * 11 ~ 1.2e-4; with random rounding (sqrt(n) in place of n) ~ 9e-6.
+//
 // Along a run the state error is multiplied each step by diag(alpha)(I - beta k^ k^T), norm <= 1,
-// and new rounding is added. A direction is forgotten once new keys cancel it, after ~K / mean(beta)
-// ~ 16 steps for the long runs' K = 8 (or once alpha decays it), so independent rounding accumulates
-// like sqrt(16): ~4e-5. The real shapes (K = 128, memory ~256) run only a few steps, sqrt(5) x 9e-6.
+// and new rounding is added. A direction is forgotten once new keys cancel it, after
+// ~K / mean(beta) ~ 16 steps for the long runs' K = 8 (or once alpha decays it), so independent
+// rounding accumulates like sqrt(16): ~4e-5. The real shapes (K = 128, memory ~256) run only a
+// few steps: sqrt(5) x 9e-6.
+//
 // tol = 2e-4 for y, the checkpoint and the ring's u: above the one-step worst case and 5x the
 // accumulated estimate (the largest error measured across this suite is ~2e-5), while a protocol
-// error (a wrong or missing record, a wrong decay index, an off-by-one prefix sum) shows at 1e-3..1.
-// bf16 outputs are rounded once to 8 significant bits: + 2^-8 (bf16 unit roundoff) for y.
-// k^ and g are per-token (no recurrence, same formulas in both): l2norm sums K <= 128 squares, at
+// error (a wrong or missing record, a wrong decay index, an off-by-one prefix sum) shows at
+// 1e-3..1. bf16 outputs are rounded once to 8 significant bits: + 2^-8 (bf16 unit roundoff).
+//
+// k^ and g are per token (no recurrence, same formulas in both): l2norm sums K <= 128 squares, at
 // most K u = 7.6e-6 relative, halved by the square root, plus a few u; 1e-5 bounds it.
+//
 // fp64 oracle vs fp64 conventional along the stream: the analysis above with u = 2^-53 ~ 1.1e-16
 // gives ~2.2e-13 per step and ~1e-12 accumulated; 1e-10 leaves room for long runs.
 struct Tolerance {
@@ -137,8 +143,10 @@ class Pool {
     A_log = GuardedBuffer(DType::kF32, {sh.HV}, rng.gen());
     dt_bias = s.kda() ? GuardedBuffer(DType::kF32, {sh.HV, sh.K}, rng.gen())
                       : GuardedBuffer(DType::kF32, {sh.HV}, rng.gen());
-    for (int64_t i = 0; i < A_log.numel(); ++i) A_log.set(i, static_cast<float>(rng.uniform(-1.5, 0.5)));
-    for (int64_t i = 0; i < dt_bias.numel(); ++i) dt_bias.set(i, static_cast<float>(rng.uniform(-1.0, 1.0)));
+    for (int64_t i = 0; i < A_log.numel(); ++i)
+      A_log.set(i, static_cast<float>(rng.uniform(-1.5, 0.5)));
+    for (int64_t i = 0; i < dt_bias.numel(); ++i)
+      dt_bias.set(i, static_cast<float>(rng.uniform(-1.0, 1.0)));
     state = GuardedBuffer(DType::kF32, {n, sh.HV, sh.V, sh.K}, rng.gen());
     ring_u = GuardedBuffer(DType::kF32, {n, sh.HV, R, sh.V}, rng.gen());
     ring_k = GuardedBuffer(DType::kF32, {n, sh.H, R, sh.K}, rng.gen());
@@ -149,7 +157,8 @@ class Pool {
     flush = GuardedBuffer(DType::kI8, {n}, rng.gen());
     // Slots start as garbage: a slot is only valid after reset_slots + replayssm::reset.
     for (GuardedBuffer* b : {&state, &ring_u, &ring_k, &ring_g})
-      for (int64_t i = 0; i < b->numel(); ++i) b->set(i, static_cast<float>(rng.normal(0.0, 100.0)));
+      for (int64_t i = 0; i < b->numel(); ++i)
+        b->set(i, static_cast<float>(rng.normal(0.0, 100.0)));
   }
 
   gdn::Layer layer() const {
@@ -207,12 +216,14 @@ class Pool {
     for (int64_t l = c.h; l < R; ++l) {
       const int64_t row = (c.origin + l) % R;
       for (int64_t vh = 0; vh < sh.HV; ++vh) {
-        for (int64_t r = 0; r < sh.V; ++r) ring_u.set(((slot * sh.HV + vh) * R + row) * sh.V + r, nan);
+        for (int64_t r = 0; r < sh.V; ++r)
+          ring_u.set(((slot * sh.HV + vh) * R + row) * sh.V + r, nan);
         for (int64_t i = 0; i < setup.gw(); ++i)
           ring_g.set(((slot * sh.HV + vh) * R + row) * setup.gw() + i, nan);
       }
       for (int64_t kh = 0; kh < sh.H; ++kh)
-        for (int64_t c2 = 0; c2 < sh.K; ++c2) ring_k.set(((slot * sh.H + kh) * R + row) * sh.K + c2, nan);
+        for (int64_t c2 = 0; c2 < sh.K; ++c2)
+          ring_k.set(((slot * sh.H + kh) * R + row) * sh.K + c2, nan);
     }
   }
 
@@ -221,9 +232,11 @@ class Pool {
     const Shape& sh = setup.shape;
     ref::GdnRecord rec;
     for (int64_t vh = 0; vh < sh.HV; ++vh)
-      for (int64_t r = 0; r < sh.V; ++r) rec.u.push_back(ring_u.get(((slot * sh.HV + vh) * R + row) * sh.V + r));
+      for (int64_t r = 0; r < sh.V; ++r)
+        rec.u.push_back(ring_u.get(((slot * sh.HV + vh) * R + row) * sh.V + r));
     for (int64_t kh = 0; kh < sh.H; ++kh)
-      for (int64_t c = 0; c < sh.K; ++c) rec.k.push_back(ring_k.get(((slot * sh.H + kh) * R + row) * sh.K + c));
+      for (int64_t c = 0; c < sh.K; ++c)
+        rec.k.push_back(ring_k.get(((slot * sh.H + kh) * R + row) * sh.K + c));
     for (int64_t vh = 0; vh < sh.HV; ++vh)
       for (int64_t i = 0; i < setup.gw(); ++i)
         rec.g.push_back(ring_g.get(((slot * sh.HV + vh) * R + row) * setup.gw() + i));
@@ -259,7 +272,8 @@ struct Batch {
     q = GuardedBuffer(s.dtype, {B, T, sh.H, sh.K}, 11);
     k = GuardedBuffer(s.dtype, {B, T, sh.H, sh.K}, 12);
     v = GuardedBuffer(s.dtype, {B, T, sh.HV, sh.V}, 13);
-    a = s.kda() ? GuardedBuffer(s.dtype, {B, T, sh.HV, sh.K}, 14) : GuardedBuffer(s.dtype, {B, T, sh.HV}, 14);
+    a = s.kda() ? GuardedBuffer(s.dtype, {B, T, sh.HV, sh.K}, 14)
+                : GuardedBuffer(s.dtype, {B, T, sh.HV}, 14);
     b = GuardedBuffer(s.dtype, {B, T, sh.HV}, 15);
     y = GuardedBuffer(s.dtype, {B, T, sh.HV, sh.V}, 16);
     ids = GuardedBuffer(DType::kI32, {B}, 17);
@@ -270,12 +284,14 @@ struct Batch {
     for (GuardedBuffer* g : {&q, &k, &v, &a, &b, &y}) g->poison();
     for (int64_t r = 0; r < B; ++r) {
       ids.data<int32_t>()[r] = rows[r].slot;
-      ntok.data<int32_t>()[r] = rows[r].slot == s.pad ? 0 : static_cast<int32_t>(rows[r].tokens.size());
+      ntok.data<int32_t>()[r] =
+          rows[r].slot == s.pad ? 0 : static_cast<int32_t>(rows[r].tokens.size());
       for (size_t t = 0; t < rows[r].tokens.size(); ++t) {
         const ref::GdnToken& tk = rows[r].tokens[t];
         auto put = [&](GuardedBuffer& buf, const ref::Vec& x) {
           const int64_t per = static_cast<int64_t>(x.size());
-          for (int64_t i = 0; i < per; ++i) buf.set((r * T + static_cast<int64_t>(t)) * per + i, static_cast<float>(x[i]));
+          for (int64_t i = 0; i < per; ++i)
+            buf.set((r * T + static_cast<int64_t>(t)) * per + i, static_cast<float>(x[i]));
         };
         put(q, tk.q), put(k, tk.k), put(v, tk.v), put(a, tk.a), put(b, tk.b);
       }
@@ -288,7 +304,9 @@ struct Batch {
     --t.ndim;
     return t;
   }
-  gdn::Tokens tokens() const { return {maybe_drop(q), maybe_drop(k), maybe_drop(v), maybe_drop(a), maybe_drop(b)}; }
+  gdn::Tokens tokens() const {
+    return {maybe_drop(q), maybe_drop(k), maybe_drop(v), maybe_drop(a), maybe_drop(b)};
+  }
   TensorView y_view() const { return maybe_drop(y); }
   Rows rows(int32_t pad) const {
     Rows r;
@@ -339,10 +357,10 @@ class Session {
   Tolerance tol;
   Stats stats;
   std::vector<std::optional<ref::GdnSeq>> seq;  ///< oracle per slot
-  std::vector<ref::Vec> conv;                   ///< fp64 conventional state along the accepted stream
-  bool check_repeat = false;                    ///< run each call twice from the same pool: bit-identical
-  bool full_T = true;                           ///< verify inputs carry T = ring T (else max T_b)
-  Batch* last = nullptr;                        ///< the last call's buffers
+  std::vector<ref::Vec> conv;  ///< fp64 conventional state along the accepted stream
+  bool check_repeat = false;   ///< run each call twice from the same pool: bit-identical
+  bool full_T = true;          ///< verify inputs carry T = ring T (else max T_b)
+  Batch* last = nullptr;       ///< the last call's buffers
   std::map<std::pair<int64_t, int64_t>, Batch> batches;  ///< call buffers by (batch, T), reused
 
   Session(const Cfg& s, uint64_t seed) : setup(s), rng(seed), pool(s, rng), P(pool.params()) {
@@ -356,7 +374,8 @@ class Session {
   /// A fresh or reused slot: gdn::reset_slots + replayssm::reset on the CPU, a new oracle sequence.
   void start(const std::vector<int32_t>& slots) {
     std::vector<int32_t> ids = slots;
-    Rows rows{make_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}), setup.pad, {}};
+    Rows rows{
+        make_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}), setup.pad, {}};
     gdn::Cache cache = pool.cache();
     RingCursors cur = pool.cursors();
     gdn::reset_slots(cache, rows);
@@ -383,7 +402,8 @@ class Session {
     batch.fill(setup, rows);
     batch.drop_t_axis = T == 1 && rng.integer(0, 3) == 0;
     bool all_T = true;
-    for (const RowIn& r : rows) all_T = all_T && (r.slot == setup.pad || static_cast<int64_t>(r.tokens.size()) == T);
+    for (const RowIn& r : rows)
+      all_T = all_T && (r.slot == setup.pad || static_cast<int64_t>(r.tokens.size()) == T);
     batch.with_ntok = op == Op::kVerify && !(all_T && rng.integer(0, 1));
 
     std::vector<bool> in_batch(setup.slots, false);
@@ -418,7 +438,8 @@ class Session {
       const RowIn& row = rows[r];
       const int64_t Tb = row.slot == setup.pad ? 0 : static_cast<int64_t>(row.tokens.size());
       for (int64_t t = Tb; t < T; ++t)
-        for (double v : batch.y_at(r, t)) ASSERT_EQ(v, 0.0) << "row " << r << " token " << t << " (past T_b / pad) not 0";
+        for (double v : batch.y_at(r, t))
+          ASSERT_EQ(v, 0.0) << "row " << r << " token " << t << " (past T_b / pad) not 0";
       if (row.slot == setup.pad) continue;
       check_row(op, batch, r, row, cursor[row.slot], HV);
       if (::testing::Test::HasFatalFailure()) return;
@@ -434,9 +455,15 @@ class Session {
     RingCursors cur = pool.cursors();
     const Rows rows = batch.rows(setup.pad);
     switch (op) {
-      case Op::kConventional: gdn::conventional_step(layer, cache, batch.tokens(), rows, batch.y_view()); break;
-      case Op::kReplay: gdn::replay_step(layer, cache, cur, batch.tokens(), rows, batch.y_view()); break;
-      case Op::kVerify: gdn::verify(layer, cache, cur, batch.tokens(), rows, batch.y_view()); break;
+      case Op::kConventional:
+        gdn::conventional_step(layer, cache, batch.tokens(), rows, batch.y_view());
+        break;
+      case Op::kReplay:
+        gdn::replay_step(layer, cache, cur, batch.tokens(), rows, batch.y_view());
+        break;
+      case Op::kVerify:
+        gdn::verify(layer, cache, cur, batch.tokens(), rows, batch.y_view());
+        break;
     }
   }
 
@@ -452,12 +479,14 @@ class Session {
     call(op, batch);
     EXPECT_EQ(y1, batch.y.payload()) << "repeated call: outputs differ";
     for (size_t i = 0; i < pool_bufs.size(); ++i)
-      EXPECT_EQ(after[i], pool_bufs[i]->payload()) << "repeated call: pool buffer " << i << " differs";
+      EXPECT_EQ(after[i], pool_bufs[i]->payload())
+          << "repeated call: pool buffer " << i << " differs";
   }
 
   std::vector<std::vector<uint8_t>> saved_;  ///< pool before the call (check_repeat)
 
-  void check_row(Op op, const Batch& batch, size_t r, const RowIn& row, const Cursor& c, int64_t HV) {
+  void check_row(Op op, const Batch& batch, size_t r, const RowIn& row, const Cursor& c,
+                 int64_t HV) {
     const int32_t slot = row.slot;
     ref::GdnSeq& s = *seq[slot];
     if (op != Op::kConventional) {
@@ -475,15 +504,16 @@ class Session {
     for (int64_t t = 0; t < Tb; ++t) {
       const double e = head_err(batch.y_at(r, t), y_ref[t], HV);
       stats.y = std::max(stats.y, e);
-      EXPECT_LE(e, y_tol()) << "y of row " << r << " token " << t << " (slot " << slot << ", h " << c.h
-                            << ", flush " << c.is_flush << ")";
+      EXPECT_LE(e, y_tol()) << "y of row " << r << " token " << t << " (slot " << slot << ", h "
+                            << c.h << ", flush " << c.is_flush << ")";
     }
     const bool folded = op == Op::kConventional || c.is_flush;
     if (folded) {
       const double e = head_err(pool.slot_state(slot), s.S0, HV);
       stats.state = std::max(stats.state, e);
       if (op != Op::kConventional) stats.flushes++;
-      EXPECT_LE(e, tol.state) << "checkpoint of slot " << slot << " after the step (h " << c.h << ")";
+      EXPECT_LE(e, tol.state) << "checkpoint of slot " << slot << " after the step (h " << c.h
+                              << ")";
     }
     // The accepted tokens continue the slot's stream: fp64 conventional outputs and states.
     const bool spec = op == Op::kVerify;
@@ -495,7 +525,8 @@ class Session {
       stats.stream_y = std::max(stats.stream_y, e_cpu);
       stats.oracle = std::max(stats.oracle, e_ref);
       EXPECT_LE(e_cpu, y_tol()) << "row " << r << " token " << i << " vs the conventional stream";
-      EXPECT_LE(e_ref, tol.oracle) << "oracle row " << r << " token " << i << " vs the conventional stream";
+      EXPECT_LE(e_ref, tol.oracle)
+          << "oracle row " << r << " token " << i << " vs the conventional stream";
     }
     if (folded && !spec) check_checkpoint_vs_stream(slot, HV);  // history + token (decode)
   }
@@ -506,7 +537,8 @@ class Session {
     EXPECT_LE(e, tol.state) << "checkpoint of slot " << slot << " vs the conventional stream";
     const double eo = head_err(seq[slot]->S0, conv[slot], HV);
     stats.oracle = std::max(stats.oracle, eo);
-    EXPECT_LE(eo, tol.oracle) << "oracle checkpoint of slot " << slot << " vs the conventional stream";
+    EXPECT_LE(eo, tol.oracle) << "oracle checkpoint of slot " << slot
+                              << " vs the conventional stream";
   }
 
   void commit(const std::vector<RowIn>& rows) {
@@ -517,7 +549,8 @@ class Session {
       fed.push_back(r.slot == setup.pad ? 0 : static_cast<int32_t>(r.tokens.size()));
     }
     const int64_t B = static_cast<int64_t>(rows.size());
-    Rows rv{make_view(ids.data(), DType::kI32, {B}), setup.pad, make_view(fed.data(), DType::kI32, {B})};
+    Rows rv{make_view(ids.data(), DType::kI32, {B}), setup.pad,
+            make_view(fed.data(), DType::kI32, {B})};
     RingCursors cur = pool.cursors();
     replayssm::commit(cur, rv, make_view(acc.data(), DType::kI32, {B}));
     const int64_t HV = setup.shape.HV, H = setup.shape.H;
@@ -533,7 +566,8 @@ class Session {
         const ref::GdnRecord& want = s.ring[row];
         const double eu = head_err(cpu.u, want.u, HV), ek = head_err(cpu.k, want.k, H),
                      eg = head_err(cpu.g, want.g, HV);
-        stats.u = std::max(stats.u, eu), stats.key = std::max(stats.key, ek), stats.gate = std::max(stats.gate, eg);
+        stats.u = std::max(stats.u, eu), stats.key = std::max(stats.key, ek),
+        stats.gate = std::max(stats.gate, eg);
         EXPECT_LE(eu, tol.u) << "ring u, slot " << r.slot << " logical " << l;
         EXPECT_LE(ek, tol.key) << "ring k, slot " << r.slot << " logical " << l;
         EXPECT_LE(eg, tol.gate) << "ring g, slot " << r.slot << " logical " << l;
@@ -599,7 +633,8 @@ inline Stats run_random(const Cfg& setup, Op op, int64_t steps, int64_t live_n, 
   for (int64_t i = 0; i < steps; ++i) {
     if (ses.rng.uniform(0.0, 1.0) < restart_rate) {
       const int64_t j = ses.rng.integer(0, live_n - 1);
-      if (!spare.empty() && ses.rng.integer(0, 1)) std::swap(live[j], spare[ses.rng.integer(0, spare.size() - 1)]);
+      if (!spare.empty() && ses.rng.integer(0, 1))
+        std::swap(live[j], spare[ses.rng.integer(0, spare.size() - 1)]);
       ses.start({live[j]});
     }
     ses.full_T = ses.rng.integer(0, 1);

@@ -15,7 +15,8 @@ using gdn::Gate;
 
 Cfg make(Shape sh, Gate gate, DType dt, bool beta_bf16, RingConfig ring, int64_t slots) {
   Cfg c;
-  c.shape = sh, c.gate = gate, c.dtype = dt, c.beta_bf16 = beta_bf16, c.ring = ring, c.slots = slots;
+  c.shape = sh, c.gate = gate, c.dtype = dt, c.beta_bf16 = beta_bf16, c.ring = ring,
+  c.slots = slots;
   return c;
 }
 
@@ -40,8 +41,10 @@ TEST(GdnInvariants, L1ReplayIsConventionalBitForBit) {
         conv.step(Op::kConventional, rows);
         replay.step(Op::kReplay, rows);
         ASSERT_FALSE(HasFailure());
-        ASSERT_EQ(conv.last->y.payload(), replay.last->y.payload()) << "outputs differ at step " << step;
-        ASSERT_EQ(conv.pool.state.payload(), replay.pool.state.payload()) << "state differs at step " << step;
+        ASSERT_EQ(conv.last->y.payload(), replay.last->y.payload())
+            << "outputs differ at step " << step;
+        ASSERT_EQ(conv.pool.state.payload(), replay.pool.state.payload())
+            << "state differs at step " << step;
       }
     }
 }
@@ -95,11 +98,13 @@ TEST(GdnInvariants, PadOnlyBatchesTouchNothing) {
   for (int32_t pad : {-1, 1 << 20}) {
     for (Op op : {Op::kConventional, Op::kReplay, Op::kVerify}) {
       Cfg cfg = make(kSmall, Gate::kChannel, DType::kF32, false,
-                     op == Op::kVerify ? RingConfig{8, 4, RingMode::kSpeculative} : RingConfig{4, 1, RingMode::kDecode}, 3);
+                     op == Op::kVerify ? RingConfig{8, 4, RingMode::kSpeculative}
+                                       : RingConfig{4, 1, RingMode::kDecode},
+                     3);
       cfg.pad = pad;
       Session ses(cfg, seed);
       ses.start({1});
-      ses.step(op, {RowIn{1, {ses.token()}, 1}});          // some history in slot 1
+      ses.step(op, {RowIn{1, {ses.token()}, 1}});            // some history in slot 1
       ses.step(op, {RowIn{pad, {}, 0}, RowIn{pad, {}, 0}});  // pads only
       ASSERT_FALSE(HasFailure()) << "pad " << pad;
     }
@@ -114,7 +119,9 @@ TEST(GdnInvariants, ReusedSlotBehavesLikeFreshSlot) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (Op op : {Op::kReplay, Op::kVerify}) {
     const Cfg cfg = make(kSmall, Gate::kScalar, DType::kBF16, true,
-                         op == Op::kVerify ? RingConfig{8, 3, RingMode::kSpeculative} : RingConfig{8, 1, RingMode::kDecode}, 6);
+                         op == Op::kVerify ? RingConfig{8, 3, RingMode::kSpeculative}
+                                           : RingConfig{8, 1, RingMode::kDecode},
+                         6);
     SCOPED_TRACE(cfg.describe());
     Session ses(cfg, seed);
     const int32_t used = 2, fresh = 5;
@@ -135,7 +142,8 @@ TEST(GdnInvariants, ReusedSlotBehavesLikeFreshSlot) {
       size_t ru = 0;
       for (size_t r = 0; r < rows.size(); ++r)
         if (rows[r].slot == used) ru = r;
-      for (int64_t t = 0; t < b.T; ++t) ASSERT_EQ(b.y_at(0, t), b.y_at(ru, t)) << "step " << i << " token " << t;
+      for (int64_t t = 0; t < b.T; ++t)
+        ASSERT_EQ(b.y_at(0, t), b.y_at(ru, t)) << "step " << i << " token " << t;
       ASSERT_EQ(ses.pool.slot_state(used), ses.pool.slot_state(fresh)) << "step " << i;
       ASSERT_EQ(ses.pool.cursor(used), ses.pool.cursor(fresh));
       const Cursor c = ses.pool.cursor(used);

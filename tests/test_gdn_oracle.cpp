@@ -38,8 +38,16 @@ TEST(GdnOracle, WorkedExampleFromTheFormulas) {
     p.dt_bias = kda ? Vec{0.1, -0.2, 0.3, 0.0} : Vec{0.1, -0.2};
     p.scale = 0.0;
     auto softplus = [](double x) { return std::log(1.0 + std::exp(x)); };
-    const ref::GdnToken t1{{3.0, 4.0}, {1.0, 0.0}, {2.0, -1.0}, kda ? Vec{0.4, -1.0, 0.2, 0.7} : Vec{0.4, 0.2}, {0.0, 1.0}};
-    const ref::GdnToken t2{{0.0, 1.0}, {1.0, 1.0}, {-1.0, 0.5}, kda ? Vec{-0.3, 0.5, 1.0, -2.0} : Vec{-0.3, 1.0}, {2.0, -1.0}};
+    const ref::GdnToken t1{{3.0, 4.0},
+                           {1.0, 0.0},
+                           {2.0, -1.0},
+                           kda ? Vec{0.4, -1.0, 0.2, 0.7} : Vec{0.4, 0.2},
+                           {0.0, 1.0}};
+    const ref::GdnToken t2{{0.0, 1.0},
+                           {1.0, 1.0},
+                           {-1.0, 0.5},
+                           kda ? Vec{-0.3, 0.5, 1.0, -2.0} : Vec{-0.3, 1.0},
+                           {2.0, -1.0}};
     Vec S(p.HV * p.V * p.K, 0.0);
     Vec want_S(S.size(), 0.0);
     for (const ref::GdnToken* t : {&t1, &t2}) {
@@ -106,8 +114,11 @@ TEST(GdnOracle, ClosedFormEqualsMaterialisedStep) {
   const uint64_t seed = test_seed(8002);
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  const struct { Shape sh; int L; int steps; } cases[] = {{kSmall, 8, 40}, {kTiny, 5, 30}, {kOdd, 16, 20},
-                                                          {kQwen4B, 4, 5}, {kKimi, 4, 5}};
+  const struct {
+    Shape sh;
+    int L;
+    int steps;
+  } cases[] = {{kSmall, 8, 40}, {kTiny, 5, 30}, {kOdd, 16, 20}, {kQwen4B, 4, 5}, {kKimi, 4, 5}};
   for (const auto& cs : cases)
     for (Gate gate : {Gate::kScalar, Gate::kChannel}) {
       const Cfg c = make(cs.sh, gate, {cs.L, 1, RingMode::kDecode});
@@ -130,10 +141,15 @@ TEST(GdnOracle, ChunkFormEqualsVerify) {
   const uint64_t seed = test_seed(8003);
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  const struct { Shape sh; RingConfig ring; int steps; } cases[] = {
-      {kSmall, {8, 4, RingMode::kSpeculative}, 40}, {kTiny, {16, 8, RingMode::kSpeculative}, 40},
-      {kOdd, {6, 3, RingMode::kSpeculative}, 15}, {kQwen122B, {4, 2, RingMode::kSpeculative}, 3},
-      {kKimi, {4, 2, RingMode::kSpeculative}, 3}};
+  const struct {
+    Shape sh;
+    RingConfig ring;
+    int steps;
+  } cases[] = {{kSmall, {8, 4, RingMode::kSpeculative}, 40},
+               {kTiny, {16, 8, RingMode::kSpeculative}, 40},
+               {kOdd, {6, 3, RingMode::kSpeculative}, 15},
+               {kQwen122B, {4, 2, RingMode::kSpeculative}, 3},
+               {kKimi, {4, 2, RingMode::kSpeculative}, 3}};
   for (const auto& cs : cases)
     for (Gate gate : {Gate::kScalar, Gate::kChannel}) {
       const Cfg c = make(cs.sh, gate, cs.ring);
@@ -160,8 +176,9 @@ TEST(GdnOracle, VerifyEqualsSequentialConventionalSteps) {
   Rng rng(seed);
   const Tolerance tol;
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
-    for (RingConfig ring : {RingConfig{8, 4, RingMode::kSpeculative}, RingConfig{2, 1, RingMode::kSpeculative},
-                            RingConfig{16, 8, RingMode::kSpeculative}}) {
+    for (RingConfig ring :
+         {RingConfig{8, 4, RingMode::kSpeculative}, RingConfig{2, 1, RingMode::kSpeculative},
+          RingConfig{16, 8, RingMode::kSpeculative}}) {
       const Cfg c = make(kSmall, gate, ring, gate == Gate::kChannel);
       SCOPED_TRACE(c.describe());
       const ref::GdnParams p = params(c, rng);

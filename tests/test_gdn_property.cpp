@@ -46,7 +46,8 @@ TEST(GdnProperty, RandomCasesMatchOracle) {
     worst.key = std::max(worst.key, st.key), worst.gate = std::max(worst.gate, st.gate);
   }
   worst.steps = steps, worst.flushes = flushes;
-  std::printf("[ gdn      ] property: %d cases, %s (y over float32 cases)\n", kCases, worst.str().c_str());
+  std::printf("[ gdn      ] property: %d cases, %s (y over float32 cases)\n", kCases,
+              worst.str().c_str());
 }
 
 }  // namespace

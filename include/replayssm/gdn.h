@@ -73,8 +73,8 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y);
 
-/// Speculative verify (ring mode kSpeculative); contract as mamba2::verify. T is the tokens' T axis,
-/// 1 <= T <= cursors.config.T; row b feeds T_b = rows.num_tokens[b] (empty: T) tokens whose
+/// Speculative verify (ring mode kSpeculative); contract as mamba2::verify. T is the tokens' T
+/// axis, 1 <= T <= cursors.config.T; row b feeds T_b = rows.num_tokens[b] (empty: T) tokens whose
 /// records go to logical h..h+T_b-1 (h + T_b <= R required), all outputs from the same checkpoint.
 /// is_flush rows fold only the committed history (0..h-1) into the checkpoint. y [batch, T, HV, V];
 /// entries past T_b and pad rows are 0.

@@ -20,9 +20,12 @@ enum class Op { kConventional, kReplay, kVerify };
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kConventional: return "gdn.conventional_step";
-    case Op::kReplay: return "gdn.replay_step";
-    case Op::kVerify: return "gdn.verify";
+    case Op::kConventional:
+      return "gdn.conventional_step";
+    case Op::kReplay:
+      return "gdn.replay_step";
+    case Op::kVerify:
+      return "gdn.verify";
   }
   return "gdn";
 }
@@ -35,8 +38,10 @@ struct Name {
 };
 
 void check_dims(const Dims& d, const char* op) {
-  check<ConfigError>(d.num_k_heads >= 1, op, ": num_k_heads H = ", d.num_k_heads, ", expected >= 1");
-  check<ConfigError>(d.num_v_heads >= 1, op, ": num_v_heads HV = ", d.num_v_heads, ", expected >= 1");
+  check<ConfigError>(d.num_k_heads >= 1, op, ": num_k_heads H = ", d.num_k_heads,
+                     ", expected >= 1");
+  check<ConfigError>(d.num_v_heads >= 1, op, ": num_v_heads HV = ", d.num_v_heads,
+                     ", expected >= 1");
   check<ConfigError>(d.head_k_dim >= 1, op, ": head_k_dim K = ", d.head_k_dim, ", expected >= 1");
   check<ConfigError>(d.head_v_dim >= 1, op, ": head_v_dim V = ", d.head_v_dim, ", expected >= 1");
   check<ConfigError>(d.num_v_heads % d.num_k_heads == 0, op, ": num_v_heads HV = ", d.num_v_heads,
@@ -53,8 +58,8 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   const int64_t H = d.num_k_heads, HV = d.num_v_heads, K = d.head_k_dim, V = d.head_v_dim;
   const bool ring = op != Op::kConventional;
 
-  std::vector<const TensorView*> views = {&layer.A_log, &layer.dt_bias, &in.q, &in.k, &in.v,
-                                          &in.a, &in.b, &y_in, &cache.state};
+  std::vector<const TensorView*> views = {&layer.A_log, &layer.dt_bias, &in.q, &in.k,       &in.v,
+                                          &in.a,        &in.b,          &y_in, &cache.state};
   if (ring) {
     views.insert(views.end(), {&cache.ring_u, &cache.ring_k, &cache.ring_g, &cursors->origin,
                                &cursors->h, &cursors->is_flush});
@@ -81,7 +86,9 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   c.cursors = cursors;
   // Either every token tensor (and y) carries the T axis or none does (then T = 1); q decides.
   const bool t_axis = in.q.ndim != 3;
-  auto token_view = [&](const TensorView& t, int rank) { return t_axis ? t : validate::with_token_axis(t, rank); };
+  auto token_view = [&](const TensorView& t, int rank) {
+    return t_axis ? t : validate::with_token_axis(t, rank);
+  };
   c.in.q = token_view(in.q, 4);
   c.in.k = token_view(in.k, 4);
   c.in.v = token_view(in.v, 4);
@@ -107,8 +114,8 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
     const RingMode mode = op == Op::kVerify ? RingMode::kSpeculative : RingMode::kDecode;
     validate::cursors(*cursors, slots, mode, dev, name);
     const int64_t R = cursors->config.rows();
-    check<ConfigError>(T <= cursors->config.T, name, ": ", T, " tokens per row, expected at most ring T = ",
-                       cursors->config.T);
+    check<ConfigError>(T <= cursors->config.T, name, ": ", T,
+                       " tokens per row, expected at most ring T = ", cursors->config.T);
     expect(cache.ring_u, Name(name, "ring_u"), {slots, HV, R, V}, {kF32}, dev);
     expect(cache.ring_k, Name(name, "ring_k"), {slots, H, R, K}, {kF32}, dev);
     if (kda)

@@ -40,7 +40,8 @@ void conventional_step(const Call& c) {
 void reset_slots(const TensorView& state, const std::vector<int32_t>& slots, int32_t pad_slot_id) {
   const int64_t per_slot = state.shape[1] * state.shape[2] * state.shape[3];
   for (int32_t s : slots)
-    if (s != pad_slot_id) std::memset(state.ptr<float>() + s * per_slot, 0, per_slot * sizeof(float));
+    if (s != pad_slot_id)
+      std::memset(state.ptr<float>() + s * per_slot, 0, per_slot * sizeof(float));
 }
 
 }  // namespace replayssm::gdn::cpu

@@ -30,8 +30,10 @@ struct Geometry {
     scale = c.layer->scale != 0.0f ? c.layer->scale : 1.0f / std::sqrt(static_cast<float>(K));
   }
   /// Whether a call over `batch` rows is worth a parallel region: below ~64k multiply-adds the
-  /// fork/join (and, on a loaded machine, threads spinning at the barrier) costs more than the work.
-  bool parallel(int64_t batch) const { return batch * HV * V * K * (T + R / 4) >= (int64_t{1} << 16); }
+  /// fork/join (on a loaded machine, threads spinning at the barrier) costs more than the work.
+  bool parallel(int64_t batch) const {
+    return batch * HV * V * K * (T + R / 4) >= (int64_t{1} << 16);
+  }
   int64_t key_head(int64_t vh) const { return vh / group; }
   /// Gate entry of key channel c: the channel itself (KDA) or the head's one gate (GDN).
   int64_t gi(int64_t c) const { return gw == 1 ? 0 : c; }
@@ -41,9 +43,15 @@ struct Geometry {
   int64_t head_off(int64_t b, int64_t t, int64_t vh) const { return (b * T + t) * HV + vh; }
   // cache tensors
   int64_t state_off(int64_t slot, int64_t vh) const { return (slot * HV + vh) * V * K; }
-  int64_t ring_u_off(int64_t slot, int64_t vh, int64_t row) const { return ((slot * HV + vh) * R + row) * V; }
-  int64_t ring_k_off(int64_t slot, int64_t kh, int64_t row) const { return ((slot * H + kh) * R + row) * K; }
-  int64_t ring_g_off(int64_t slot, int64_t vh, int64_t row) const { return ((slot * HV + vh) * R + row) * gw; }
+  int64_t ring_u_off(int64_t slot, int64_t vh, int64_t row) const {
+    return ((slot * HV + vh) * R + row) * V;
+  }
+  int64_t ring_k_off(int64_t slot, int64_t kh, int64_t row) const {
+    return ((slot * H + kh) * R + row) * K;
+  }
+  int64_t ring_g_off(int64_t slot, int64_t vh, int64_t row) const {
+    return ((slot * HV + vh) * R + row) * gw;
+  }
 };
 
 inline float softplus_f(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -69,7 +77,8 @@ inline void prep_token(const Geometry& geo, const Call& c, int64_t b, int64_t t,
   const float A = std::exp(c.layer->A_log.ptr<float>()[vh]);
   const float* dt_bias = c.layer->dt_bias.ptr<float>() + vh * geo.gw;
   const int64_t a_off = geo.head_off(b, t, vh) * geo.gw;
-  for (int64_t i = 0; i < geo.gw; ++i) g[i] = -A * softplus_f(load_f32(c.in.a, a_off + i) + dt_bias[i]);
+  for (int64_t i = 0; i < geo.gw; ++i)
+    g[i] = -A * softplus_f(load_f32(c.in.a, a_off + i) + dt_bias[i]);
   // sigmoid in float32; beta_bf16 rounds it to bfloat16 like the peers' kernels (method.md §3.1)
   const float s = 1.0f / (1.0f + std::exp(-load_f32(c.in.b, geo.head_off(b, t, vh))));
   *beta = c.layer->beta_bf16 ? bf16_to_f32(f32_to_bf16(s)) : s;

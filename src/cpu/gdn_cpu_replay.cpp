@@ -15,7 +15,8 @@
 //   hk_s = S0 (e^{E(-1,t)} . k^_s) + sum_{j<h} u_j [k^_j . e^{E(j,t)} . k^_s],   hq_s likewise,
 // and the window's own tokens enter through the chunk form (method.md §4.4), T_b x T_b:
 //   A[s][s'] = beta_s (k^_s . e^{E(h+s',t)} . k^_s') for s' < s;   R_s = beta_s (v_s - hk_s);
-//   (I + A) U = R by forward substitution;   y_s = hq_s + sum_{s'<=s} (q^_s . e^{E(h+s',t)} . k^_s') U_s'.
+//   (I + A) U = R by forward substitution;
+//   y_s = hq_s + sum_{s'<=s} (q^_s . e^{E(h+s',t)} . k^_s') U_s'.
 // Speculative flush rows first materialise S_h row by row (sequential fold of the history, the
 // conventional update's arithmetic), write it as the new checkpoint and use it as the base with an
 // empty history. Decode flush rows materialise S_h and then run update_row(), the conventional
@@ -69,11 +70,14 @@ class Worker {
   Job job(int64_t b, int64_t vh) const {
     const RingCursors& cur = *c_.cursors;
     const int64_t slot = c_.slots[b];
-    return Job{b, vh, geo_.key_head(vh), slot, cur.origin.ptr<int32_t>()[slot],
-               cur.h.ptr<int32_t>()[slot], c_.num_tokens[b], cur.is_flush.ptr<int8_t>()[slot] != 0};
+    Job x{b, vh, geo_.key_head(vh), slot, 0, 0, c_.num_tokens[b], false};
+    x.origin = cur.origin.ptr<int32_t>()[slot];
+    x.h = cur.h.ptr<int32_t>()[slot];
+    x.flush = cur.is_flush.ptr<int8_t>()[slot] != 0;
+    return x;
   }
 
-  /// Decode-mode flush: fold the history and the token into S0 (written once), y from the new state.
+  /// Decode-mode flush: fold history and token into S0 (written once); y from the new state.
   void decode_flush(const Job& x) {
     prep_window(x);
     decay(geo_, sc_.g.data(), sc_.khat.data(), sc_.alpha.data(), sc_.ak.data());
@@ -83,8 +87,9 @@ class Worker {
     for (int64_t r = 0; r < geo_.V; ++r) {
       float* row = sc_.row.data();
       materialise_row(x, S + r * geo_.K, r, row);
-      const float y = update_row(row, sc_.alpha.data(), sc_.ak.data(), sc_.khat.data(),
-                                 sc_.qhat.data(), geo_.K, sc_.beta[0], load_f32(c_.in.v, v_off + r));
+      const float y =
+          update_row(row, sc_.alpha.data(), sc_.ak.data(), sc_.khat.data(), sc_.qhat.data(), geo_.K,
+                     sc_.beta[0], load_f32(c_.in.v, v_off + r));
       for (int64_t c = 0; c < geo_.K; ++c) S[r * geo_.K + c] = row[c];
       store_f32(c_.y, y_off + r, y);
     }
@@ -197,7 +202,8 @@ class Worker {
   void history_decays(const Job& x) {
     for (int64_t j = 0; j < x.h; ++j) {
       const float* gj = gate_at(x, j);
-      for (int64_t c = 0; c < geo_.K; ++c) sc_.hist_alpha[j * geo_.K + c] = std::exp(gj[geo_.gi(c)]);
+      for (int64_t c = 0; c < geo_.K; ++c)
+        sc_.hist_alpha[j * geo_.K + c] = std::exp(gj[geo_.gi(c)]);
     }
   }
 
