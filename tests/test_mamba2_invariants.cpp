@@ -70,7 +70,7 @@ TEST(Mamba2Invariants, SpeculativeDecodingEqualsSequentialDecoding) {
   const uint64_t seed = testing::test_seed(303);
   SCOPED_TRACE("seed " + std::to_string(seed));
   int variant = 0;
-  for (const int T : {1, 2, 3, 4, 5, 8}) {
+  for (const int T : {1, 2, 3, 4, 5, 6, 7, 8}) {
     for (const int L : {2 * T, 2 * T + 3, 4 * T}) {
       ++variant;
       const Shape& s = variant % 3 == 0 ? kOddB : kSmall;

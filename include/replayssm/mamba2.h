@@ -62,6 +62,7 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 /// h ring records and the current token into the checkpoint, written once, y from the new state)
 /// or the ordinary step (y from checkpoint + ring, append the record at logical position h, no
 /// state write). Cursors are only read: call replayssm::commit once per step for all layers.
+/// Every real row's cursor must address the ring (0 <= origin < R, h + 1 <= L): SlotError if not.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y);
 
@@ -69,11 +70,14 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 /// (the last accepted token + drafts); their records are appended at logical h..h+T_b-1 and all
 /// T_b outputs are computed from the same checkpoint (DESIGN.md §2 "Speculative decoding").
 /// On is_flush rows the committed history (0..h-1) is folded into the checkpoint. y [batch, T, H, P];
-/// entries past T_b are written as 0.
+/// entries past T_b are written as 0. The token axis T of x / y may be narrower than
+/// cursors.config.T; an empty num_tokens means every row feeds that T. Every real row's cursor
+/// must address the ring (0 <= origin < R, h + T_b <= L): SlotError if not.
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y);
 
-/// Zero the state/checkpoint of the rows' slots (fresh or reused slots; pad ids skipped).
+/// Zero the state/checkpoint of the rows' slots (fresh or reused slots; pad ids skipped). The ring
+/// rows are left as they are: replayssm::reset empties the ring by resetting the cursors.
 void reset_slots(Cache& cache, const Rows& rows);
 
 }  // namespace replayssm::mamba2

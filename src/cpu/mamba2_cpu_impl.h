@@ -81,10 +81,10 @@ inline float silu(float z) { return z / (1.0f + std::exp(-z)); }
 struct HeadScalars {
   float A, delta;
 };
+inline float head_A(const Layer& layer, int64_t h) { return -std::exp(layer.A_log.ptr<const float>()[h]); }
 inline HeadScalars head_scalars(const Layer& layer, int64_t h, float dt_raw) {
   const float v = dt_raw + layer.dt_bias.ptr<const float>()[h];
-  return HeadScalars{-std::exp(layer.A_log.ptr<const float>()[h]),
-                     layer.dt_softplus ? softplus(v) : v};
+  return HeadScalars{head_A(layer, h), layer.dt_softplus ? softplus(v) : v};
 }
 
 /// Inclusive prefix sums of delta in one fixed order: cum[j] = delta[0] + ... + delta[j].

@@ -65,14 +65,12 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
       const int32_t slot = rows.slot[b];
       const Cursor c = cursor_of(cursors, slot);
       const int64_t hist = c.h, Tb = rows.num_tokens[b], m = hist + Tb;
-      float A = 0.0f;
+      const float A = head_A(layer, h);
       // Append the tokens' x and delta; the window's records are then read uniformly from the ring.
       for (int64_t s = 0; s < Tb; ++s) {
         const int64_t r = ring_row(c, hist + s, R);
         load_row(in.x, geo.x(b, s, h), P, ring_x + geo.ring_x(slot, h, r));
-        const HeadScalars hs = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, s, h)));
-        ring_dt[geo.ring_dt(slot, h, r)] = hs.delta;
-        A = hs.A;
+        ring_dt[geo.ring_dt(slot, h, r)] = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, s, h))).delta;
       }
       for (int64_t l = 0; l < m; ++l) {
         const int64_t r = ring_row(c, l, R);
