@@ -115,6 +115,20 @@ TEST(Mamba2Invariants, PadRowsAreNoOpsForEverySentinel) {
   }
 }
 
+// Invariant 3 (known-failures B5): persistent per-slot storage is addressed by slot id and
+// per-call outputs by batch row; sparse high ids in a pool much larger than the batch.
+TEST(Mamba2Invariants, HighSlotIdsInALargePool) {
+  const uint64_t seed = testing::test_seed(307);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const Op op : {Op::kConventional, Op::kReplay, Op::kVerify}) {
+    const RingConfig ring = op == Op::kVerify ? RingConfig{8, 4, RingMode::kSpeculative}
+                                              : RingConfig{4, 1, RingMode::kDecode};
+    Sim sim(make(kSmall, Options{}, ring, 256), seed);
+    const std::vector<int> seqs = {sim.start(255), sim.start(17), sim.start(150)};
+    for (int step = 0; step < 10; ++step) ASSERT_TRUE(sim.step(op, sim.random_rows(seqs, 2)));
+  }
+}
+
 // Invariant 3: a reused slot (a finished sequence's state and ring, then reset_slots +
 // replayssm::reset, ring rows full of garbage) behaves exactly like a never-used one: the same
 // tokens in both give byte-identical outputs, checkpoints and live ring rows.
