@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+
 #include <cstddef>
 #include <cstdint>
 
@@ -25,10 +26,18 @@ inline bool supported_d_state(int64_t N) { return N == 64 || N == 128; }
 constexpr int kReplayRowsPerThread = 4;
 inline bool conventional_rows_per_thread(int64_t rpt) { return rpt == 4 || rpt == 8; }
 
-/// Shared-memory floats of the replay kernel: sB [R][N], sx [R][rows], sdt [R], scoef [R + 1],
-/// sbc [R + 1], sdecay [1] (the carve-up at the top of replay_kernel).
-inline int64_t replay_smem_floats(int64_t R, int64_t N, int64_t rows_per_block) {
-  return R * N + R * rows_per_block + R + 2 * (R + 1) + 1;
+/// Floats (4-byte words) of one checkpoint tile of `rows` rows (a multiple of 4: 16-byte aligned).
+constexpr int64_t checkpoint_tile_floats(int64_t rows, int64_t N, int64_t state_bytes) {
+  return (rows * N * state_bytes / 4 + 3) / 4 * 4;
+}
+
+/// Shared-memory floats of the replay kernel: checkpoint tiles (two when heads_per_block > 1),
+/// then sB [R][N], sx [R][rows], sdt [R], scoef [R + 1], sbc [R + 1], sdecay [1] (the carve-up at
+/// the top of replay_kernel).
+inline int64_t replay_smem_floats(int64_t R, int64_t N, int64_t rows_per_block,
+                                  int64_t state_bytes, int64_t heads_per_block) {
+  return checkpoint_tile_floats(rows_per_block, N, state_bytes) * (heads_per_block > 1 ? 2 : 1) +
+         R * N + R * rows_per_block + R + 2 * (R + 1) + 1;
 }
 
 template <class TIn, class TState>

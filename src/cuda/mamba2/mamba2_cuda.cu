@@ -348,7 +348,9 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
                  static_cast<unsigned>(c.batch));
   ls.threads = static_cast<int>(
       cdiv(plan.rows_per_block, lay.rows_per_warp * kReplayRowsPerThread) * 32);
-  ls.smem = static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block)) *
+  ls.smem = static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block,
+                                                   dtype_size(c.state_dtype),
+                                                   plan.heads_per_block)) *
             sizeof(float);
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = kReplayRowsPerThread;

@@ -16,7 +16,9 @@
 // current head, sdt [R], scoef [R + 1], sbc [R + 1], sdecay [1] — all indexed by physical ring
 // row (sB, sx, sdt) or logical record (scoef, sbc); replay_smem_floats() (launch.h) sizes it.
 #pragma once
+#include "cuda/common/async_copy.cuh"
 #include "cuda/mamba2/conventional.cuh"
+#include "cuda/mamba2/launch.h"
 
 namespace replayssm::cuda::mamba2 {
 
@@ -106,13 +108,17 @@ __device__ __forceinline__ void stage_rows_vec(float* dst, const T* src, int R, 
 }  // namespace replay_detail
 
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kReplayThreads, 2) replay_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) replay_kernel(const StepParams p) {
   using Lay = Layout<sizeof(TState), N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, rpb = p.rows_per_block;
-  float* sB = smem;
+  // Checkpoint tiles of the block's rows, one per head in flight (two when the block has more
+  // than one head: the next head's checkpoint streams in while this one is computed).
+  TState* sS = reinterpret_cast<TState*>(smem);
+  const int tile = rpb * N;  // elements of one checkpoint tile
+  float* sB = smem + checkpoint_tile_floats(rpb, N, sizeof(TState)) * (p.heads_per_block > 1 ? 2 : 1);
   float* sx = sB + R * N;
   float* sdt = sx + R * rpb;
   float* scoef = sdt + R;
@@ -166,19 +172,28 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_kernel(const StepPar
     const int hd = hd0 + k;
     const int64_t io = (static_cast<int64_t>(b) * p.H + hd) * p.P + p0;
     const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;  // (slot, head)
-    // The checkpoint rows of this thread: every load issued before the first use, and before
-    // anything waits for the cursor.
+    // This thread's checkpoint chunks, copied asynchronously into its tile (head k was issued by
+    // the previous iteration, or just below for k = 0); the next head's copies start now.
     TState* S0 = static_cast<TState*>(p.state) + (sh * p.P + p0) * N;
-    uint4 raw[RPT][Lay::kChunksPerLane];
+    auto issue = [&](int kk) {
+      const TState* src = static_cast<const TState*>(p.state) +
+                          ((static_cast<int64_t>(slot) * p.H + hd0 + kk) * p.P + p0) * N;
+      TState* dst = sS + (kk & 1) * tile;
 #pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      const int r = grp + i * pass;
+      for (int i = 0; i < RPT; ++i) {
+        const int r = grp + i * pass;
+        if (r < nrows) {
 #pragma unroll
-      for (int c = 0; c < Lay::kChunksPerLane; ++c)
-        raw[i][c] = r < nrows
-                        ? load16_raw_stream(S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr))
-                        : make_uint4(0, 0, 0, 0);
-    }
+          for (int c = 0; c < Lay::kChunksPerLane; ++c)
+            cp_async16(dst + r * N + Lay::col(c, lr),
+                       src + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+        }
+      }
+      cp_async_commit();
+    };
+    if (k == 0) issue(0);
+    if (k + 1 < p.heads_per_block) issue(k + 1);
+    else cp_async_commit();  // an empty group keeps "all but the newest group" meaning head k
     float xv[RPT], zv[RPT];
     const TIn* x = static_cast<const TIn*>(p.x) + io;
     const TIn* z = static_cast<const TIn*>(p.z) + io;
@@ -243,6 +258,8 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_kernel(const StepPar
     }
     __syncthreads();
 
+    cp_async_wait<1>();  // this thread's chunks of head k have landed
+    const TState* tileS = sS + (k & 1) * tile;
     const float abar = *sdecay;
     TIn* y = static_cast<TIn*>(p.y) + io;
     TRing* rx = static_cast<TRing*>(p.ring_x) + (sh * R + qh) * p.P + p0;
@@ -253,7 +270,10 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_kernel(const StepPar
       const bool valid = r < nrows;
       float s[COLS];
 #pragma unroll
-      for (int c = 0; c < Lay::kChunksPerLane; ++c) unpack16<TState>(raw[i][c], &s[c * VEC]);
+      for (int c = 0; c < Lay::kChunksPerLane; ++c)
+        unpack16<TState>(valid ? *reinterpret_cast<const uint4*>(tileS + r * N + Lay::col(c, lr))
+                               : make_uint4(0, 0, 0, 0),
+                         &s[c * VEC]);
       float part = 0.0f;
       if (valid) {
         if (fold) {

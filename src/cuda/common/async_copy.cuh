@@ -1,0 +1,26 @@
+// cp.async (sm_80+): 16-byte global -> shared copies that run in the background without holding
+// registers; a thread waits for its own groups and then reads what it copied (no barrier needed
+// when every thread reads only its own chunks).
+#pragma once
+#include <cuda_runtime.h>
+
+namespace replayssm::cuda {
+
+/// Copies 16 bytes; .cg caches in L2 only (the data is read once).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+/// Closes the group of the copies issued since the last commit (possibly empty).
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/// Waits until at most `Pending` of this thread's committed groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+}  // namespace replayssm::cuda
