@@ -167,6 +167,11 @@ class DeviceBuffer {
     for (int64_t i = 0; i < numel_; ++i) encode(dtype_, raw.data(), i, v[i]);
     upload(raw);
   }
+  /// Copies the payload of a buffer of the same size (device to device).
+  void copy_from(const DeviceBuffer& other) {
+    ASSERT_EQ(other.bytes(), bytes());
+    if (bytes()) cuda::copy_device_to_device(base_ + kGuard, other.base_ + kGuard, bytes());
+  }
   /// Every payload byte 0xFF: NaN in float32, float16 and bfloat16 (and -1 in integers).
   void poison() {
     if (numel_) cuda::device_memset(base_ + kGuard, 0xFF, bytes());
@@ -264,6 +269,12 @@ struct DevPool {
     for (const DeviceBuffer* b : buffers())
       if (!b->guards_intact()) return false;
     return true;
+  }
+  /// Device-to-device copy of another pool of the same geometry.
+  void copy_from(const DevPool& o) {
+    state.copy_from(o.state), ring_x.copy_from(o.ring_x), ring_dt.copy_from(o.ring_dt);
+    ring_B.copy_from(o.ring_B), origin.copy_from(o.origin), h.copy_from(o.h);
+    flush.copy_from(o.flush);
   }
   Cursor cursor(const Snapshot& snap, int32_t slot) const {
     return {static_cast<int32_t>(decode(DType::kI32, snap[4].data(), slot)),
