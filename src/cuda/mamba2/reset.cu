@@ -1,6 +1,7 @@
 // mamba2::reset_slots on CUDA: zero the checkpoint (state) of every real row's slot.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "common/validate.h"
