@@ -1,10 +1,13 @@
 // The conventional Mamba-2 decode step: read the state, update it, write it back, y = S·C + D·x.
 // Bandwidth-bound from small batches on: a block owns rows [p0, p0 + rows_per_block) of one
-// (row, head); every state load of a thread is issued before the first use (16-byte, streaming),
-// no shared memory and no barrier. Grid: x = head * nsplit + split, y = batch row.
+// (row, head). Every state chunk of a thread is requested at once with 16-byte cp.async copies
+// into the thread's own part of a shared-memory tile (one group per row, no registers held, no
+// barrier); each row is updated and written back (streaming stores) as soon as it has landed,
+// while the later rows are still in flight. Grid: x = head * nsplit + split, y = batch row.
 #pragma once
 #include <type_traits>
 
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
@@ -48,16 +51,17 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
   TState* S = static_cast<TState*>(p.state) +
               ((static_cast<int64_t>(slot) * p.H + hd) * p.P + p0) * N;
 
-  // Every state load of the thread is issued before the first use; chunks stay packed until
-  // their row is processed.
-  uint4 raw[RPT][Lay::kChunksPerLane];
+  extern __shared__ __align__(16) float conv_smem[];
+  TState* tile = reinterpret_cast<TState*>(conv_smem);  // [rows_per_block][N]
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
+    if (r < nrows) {
 #pragma unroll
-    for (int c = 0; c < Lay::kChunksPerLane; ++c)
-      raw[i][c] = r < nrows ? load16_raw_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr))
-                            : make_uint4(0, 0, 0, 0);
+      for (int c = 0; c < Lay::kChunksPerLane; ++c)
+        cp_async16(tile + r * N + Lay::col(c, lr), S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+    }
+    cp_async_commit();  // group i: row i of this thread (possibly empty)
   }
   float bv[COLS], cv[COLS];
   const int64_t bc = (static_cast<int64_t>(b) * p.G + g) * N;
@@ -85,9 +89,13 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
     const bool valid = r < nrows;
+    cp_async_wait_upto(RPT - 1 - i);  // groups 0..i have landed
     float s[COLS];
 #pragma unroll
-    for (int c = 0; c < Lay::kChunksPerLane; ++c) unpack16<TState>(raw[i][c], &s[c * VEC]);
+    for (int c = 0; c < Lay::kChunksPerLane; ++c)
+      unpack16<TState>(valid ? *reinterpret_cast<const uint4*>(tile + r * N + Lay::col(c, lr))
+                             : make_uint4(0, 0, 0, 0),
+                       &s[c * VEC]);
     float part = 0.0f;
     if (valid) part = update_row<COLS>(s, a, __fmul_rn(delta, xv[i]), bv, cv);
     const float sum = row_sum<LPR>(part);

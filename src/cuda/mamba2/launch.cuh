@@ -35,8 +35,12 @@ void with_kernel_shape(int N, int rpt, const char* op, Fn&& fn) {
 template <class TIn, class TState>
 void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
   with_kernel_shape<4, 8>(ls.N, ls.rpt, "mamba2.conventional_step (cuda)", [&](auto n, auto rpt) {
-    conventional_kernel<TIn, TState, decltype(n)::value, decltype(rpt)::value>
-        <<<ls.grid, ls.threads, 0, stream>>>(p);
+    auto kernel = conventional_kernel<TIn, TState, decltype(n)::value, decltype(rpt)::value>;
+    if (ls.smem > 48 * 1024)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(ls.smem)),
+                 "mamba2.conventional_step (cuda): raising the shared-memory limit");
+    kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
   });
   check_launch("mamba2.conventional_step (cuda) launch");
 }

@@ -310,6 +310,8 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
   ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
   ls.threads =
       static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * plan.rows_per_thread) * 32);
+  ls.smem = static_cast<size_t>(
+      checkpoint_tile_floats(plan.rows_per_block, d.d_state, dtype_size(c.state_dtype)) * 4);
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = plan.rows_per_thread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);
