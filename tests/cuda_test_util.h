@@ -22,15 +22,16 @@
 #include "test_mamba2_util.h"
 
 /// First statement of every GPU test (the summary reads "no CUDA device: <why>").
-#define RSSM_SKIP_WITHOUT_CUDA()                                                \
-  do {                                                                          \
-    if (::replayssm::cuda::device_count() == 0)                                 \
-      GTEST_SKIP() << ::replayssm::cuda::device_summary();                      \
+#define RSSM_SKIP_WITHOUT_CUDA()                           \
+  do {                                                     \
+    if (::replayssm::cuda::device_count() == 0)            \
+      GTEST_SKIP() << ::replayssm::cuda::device_summary(); \
   } while (0)
 
 namespace replayssm::testing::cuda_test {
 
-// ---- host encoding of the storage dtypes -----------------------------------------------------------
+// ---- host encoding of the storage dtypes
+// -----------------------------------------------------------
 
 /// float -> IEEE half, round to nearest even (overflow to inf, NaN kept).
 inline uint16_t f32_to_f16(float f) {
@@ -39,7 +40,8 @@ inline uint16_t f32_to_f16(float f) {
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   if (std::isnan(f)) return sign | 0x7e00u;
   const double a = std::fabs(static_cast<double>(f));
-  if (a < 0x1p-14) return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24));  // 1024 = min normal
+  if (a < 0x1p-14)
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24));  // 1024 = min normal
   int e;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   int E = e - 1;
@@ -60,10 +62,14 @@ inline float f16_to_f32(uint16_t h) {
 /// The value v becomes once stored in dtype t (and read back).
 inline double round_to(DType t, double v) {
   switch (t) {
-    case DType::kF32: return static_cast<float>(v);
-    case DType::kBF16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
-    case DType::kF16: return f16_to_f32(f32_to_f16(static_cast<float>(v)));
-    default: return v;
+    case DType::kF32:
+      return static_cast<float>(v);
+    case DType::kBF16:
+      return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+    case DType::kF16:
+      return f16_to_f32(f32_to_f16(static_cast<float>(v)));
+    default:
+      return v;
   }
 }
 
@@ -74,27 +80,46 @@ inline double store_roundoff(DType t) {
 
 inline void encode(DType t, void* dst, int64_t i, double v) {
   switch (t) {
-    case DType::kF32: static_cast<float*>(dst)[i] = static_cast<float>(v); break;
-    case DType::kBF16: static_cast<uint16_t*>(dst)[i] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::kF16: static_cast<uint16_t*>(dst)[i] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::kI32: static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v); break;
-    case DType::kI8: static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v); break;
-    default: ADD_FAILURE() << "encode: unsupported dtype " << dtype_name(t);
+    case DType::kF32:
+      static_cast<float*>(dst)[i] = static_cast<float>(v);
+      break;
+    case DType::kBF16:
+      static_cast<uint16_t*>(dst)[i] = f32_to_bf16(static_cast<float>(v));
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(dst)[i] = f32_to_f16(static_cast<float>(v));
+      break;
+    case DType::kI32:
+      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kI8:
+      static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v);
+      break;
+    default:
+      ADD_FAILURE() << "encode: unsupported dtype " << dtype_name(t);
   }
 }
 
 inline double decode(DType t, const void* src, int64_t i) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(src)[i];
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
-    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(src)[i]);
-    case DType::kI32: return static_cast<const int32_t*>(src)[i];
-    case DType::kI8: return static_cast<const int8_t*>(src)[i];
-    default: ADD_FAILURE() << "decode: unsupported dtype " << dtype_name(t); return NAN;
+    case DType::kF32:
+      return static_cast<const float*>(src)[i];
+    case DType::kBF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::kF16:
+      return f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::kI32:
+      return static_cast<const int32_t*>(src)[i];
+    case DType::kI8:
+      return static_cast<const int8_t*>(src)[i];
+    default:
+      ADD_FAILURE() << "decode: unsupported dtype " << dtype_name(t);
+      return NAN;
   }
 }
 
-// ---- device buffers -----------------------------------------------------------------------------------
+// ---- device buffers
+// -----------------------------------------------------------------------------------
 
 /// A device allocation with random guard bytes on both sides of the payload (the payload starts
 /// 256 bytes in, so it keeps cudaMalloc's alignment). view() exposes the payload as a CUDA view.
@@ -180,8 +205,8 @@ class DeviceBuffer {
     std::vector<uint8_t> all(pattern_.size());
     cuda::copy_to_host(all.data(), base_, all.size());
     return std::memcmp(all.data(), pattern_.data(), kGuard) == 0 &&
-           std::memcmp(all.data() + kGuard + bytes(), pattern_.data() + kGuard + bytes(),
-                       kGuard) == 0;
+           std::memcmp(all.data() + kGuard + bytes(), pattern_.data() + kGuard + bytes(), kGuard) ==
+               0;
   }
 
  private:
@@ -192,14 +217,16 @@ class DeviceBuffer {
   std::vector<uint8_t> pattern_;  // the guard bytes as written (payload part unused)
 };
 
-// ---- Mamba-2 device containers ---------------------------------------------------------------------
+// ---- Mamba-2 device containers
+// ---------------------------------------------------------------------
 
 /// A layer's parameters on the device, from the host Params of test_mamba2_util.h.
 struct DevLayer {
   DeviceBuffer A_log, dt_bias, D;
   mamba2::Layer layer;
   explicit DevLayer(const m2::Params& prm)
-      : A_log(DType::kF32, {prm.shape.H}, 51), dt_bias(DType::kF32, {prm.shape.H}, 52),
+      : A_log(DType::kF32, {prm.shape.H}, 51),
+        dt_bias(DType::kF32, {prm.shape.H}, 52),
         D(DType::kF32, {prm.shape.H}, 53) {
     A_log.set_values(prm.ref.A_log);
     dt_bias.set_values(prm.ref.dt_bias);
@@ -227,12 +254,17 @@ struct DevPool {
 
   DevPool(const m2::Shape& shape, int64_t slots_, int64_t R_, DType state_dtype, DType ring_dtype,
           Rng& rng)
-      : s(shape), slots(slots_), R(R_), state_t(state_dtype), ring_t(ring_dtype),
+      : s(shape),
+        slots(slots_),
+        R(R_),
+        state_t(state_dtype),
+        ring_t(ring_dtype),
         state(state_dtype, {slots_, shape.H, shape.P, shape.N}, 61),
         ring_x(ring_dtype, {slots_, shape.H, R_, shape.P}, 62),
         ring_dt(DType::kF32, {slots_, shape.H, R_}, 63),
         ring_B(ring_dtype, {slots_, shape.G, R_, shape.N}, 64),
-        origin(DType::kI32, {slots_}, 65), h(DType::kI32, {slots_}, 66),
+        origin(DType::kI32, {slots_}, 65),
+        h(DType::kI32, {slots_}, 66),
         flush(DType::kI8, {slots_}, 67) {
     for (DeviceBuffer* b : {&state, &ring_x, &ring_dt, &ring_B}) {
       std::vector<double> v(static_cast<size_t>(b->numel()));
@@ -248,7 +280,9 @@ struct DevPool {
     for (double& e : f) e = static_cast<double>(rng.integer(0, 1));
     flush.set_values(f);
   }
-  mamba2::Cache cache() const { return {state.view(), ring_x.view(), ring_dt.view(), ring_B.view()}; }
+  mamba2::Cache cache() const {
+    return {state.view(), ring_x.view(), ring_dt.view(), ring_B.view()};
+  }
   RingCursors cursors(const RingConfig& cfg) const {
     return {origin.view(), h.view(), flush.view(), cfg};
   }
@@ -283,9 +317,13 @@ struct DevPool {
   }
   // Element offsets of one slot's regions.
   int64_t state_at(int64_t slot) const { return slot * s.H * s.P * s.N; }
-  int64_t x_at(int64_t slot, int64_t hd, int64_t row) const { return ((slot * s.H + hd) * R + row) * s.P; }
+  int64_t x_at(int64_t slot, int64_t hd, int64_t row) const {
+    return ((slot * s.H + hd) * R + row) * s.P;
+  }
   int64_t dt_at(int64_t slot, int64_t hd, int64_t row) const { return (slot * s.H + hd) * R + row; }
-  int64_t B_at(int64_t slot, int64_t g, int64_t row) const { return ((slot * s.G + g) * R + row) * s.N; }
+  int64_t B_at(int64_t slot, int64_t g, int64_t row) const {
+    return ((slot * s.G + g) * R + row) * s.N;
+  }
 };
 
 /// Inputs and outputs of one decode call over `batch` rows ([batch, H, P] etc., no T axis when
@@ -300,12 +338,20 @@ struct DevStep {
     return rank3 ? std::vector<int64_t>{b, a, c} : std::vector<int64_t>{b, 1, a, c};
   }
   DevStep(const m2::Params& prm, int64_t batch_, bool rank3 = false)
-      : batch(batch_), H(prm.shape.H), P(prm.shape.P), G(prm.shape.G), N(prm.shape.N),
-        in_t(prm.opt.dtype), dt_t(prm.dt_dtype()), with_z(prm.opt.z),
+      : batch(batch_),
+        H(prm.shape.H),
+        P(prm.shape.P),
+        G(prm.shape.G),
+        N(prm.shape.N),
+        in_t(prm.opt.dtype),
+        dt_t(prm.dt_dtype()),
+        with_z(prm.opt.z),
         x(in_t, dims(batch_, H, P, rank3), 71),
         dt(dt_t, rank3 ? std::vector<int64_t>{batch_, H} : std::vector<int64_t>{batch_, 1, H}, 72),
-        B(in_t, dims(batch_, G, N, rank3), 73), C(in_t, dims(batch_, G, N, rank3), 74),
-        z(in_t, dims(batch_, H, P, rank3), 75), y(in_t, dims(batch_, H, P, rank3), 76),
+        B(in_t, dims(batch_, G, N, rank3), 73),
+        C(in_t, dims(batch_, G, N, rank3), 74),
+        z(in_t, dims(batch_, H, P, rank3), 75),
+        y(in_t, dims(batch_, H, P, rank3), 76),
         ids(DType::kI32, {batch_}, 77) {
     for (DeviceBuffer* b : {&x, &dt, &B, &C, &z}) b->poison();
   }

@@ -119,8 +119,8 @@ std::vector<int32_t> pick_slots(Rng& rng, int64_t slots, int n) {
 /// Every pool buffer has the slot as its leading axis.
 std::string slot_diff(const DevPool& pool, const DevPool::Snapshot& a, const DevPool::Snapshot& b,
                       int32_t slot) {
-  static const char* const names[7] = {"state", "ring_x", "ring_dt", "ring_B",
-                                       "origin", "h", "is_flush"};
+  static const char* const names[7] = {"state",  "ring_x", "ring_dt", "ring_B",
+                                       "origin", "h",      "is_flush"};
   for (int k = 0; k < 7; ++k) {
     const size_t len = a[k].size() / static_cast<size_t>(pool.slots);
     const size_t off = static_cast<size_t>(slot) * len;
@@ -130,7 +130,8 @@ std::string slot_diff(const DevPool& pool, const DevPool::Snapshot& a, const Dev
   return "";
 }
 
-// ---- the replay harness -----------------------------------------------------------------------------
+// ---- the replay harness
+// -----------------------------------------------------------------------------
 
 struct Seq {
   int32_t slot = -1;
@@ -141,8 +142,12 @@ struct Seq {
 class ReplayRun {
  public:
   ReplayRun(const Case& c, uint64_t seed)
-      : c_(c), cfg_{c.L, 1, RingMode::kDecode}, rng_(seed), prm_(c.shape, c.options(), rng_),
-        layer_(prm_), pool_(c.shape, 2 * c.seqs + 3, cfg_.rows(), c.state, c.ring, rng_) {
+      : c_(c),
+        cfg_{c.L, 1, RingMode::kDecode},
+        rng_(seed),
+        prm_(c.shape, c.options(), rng_),
+        layer_(prm_),
+        pool_(c.shape, 2 * c.seqs + 3, cfg_.rows(), c.state, c.ring, rng_) {
     const std::vector<int32_t> slots = pick_slots(rng_, pool_.slots, c.seqs);
     for (int i = 0; i < c.seqs; ++i) seqs_.push_back(start(slots[i]));
     EXPECT_TRUE(pool_.guards_intact()) << "guards after the start";
@@ -263,13 +268,16 @@ class ReplayRun {
         const int64_t r = ref::ring_row(cu, l, cfg_);
         ref::Mamba2Record& rec = q.rs.ring[r];
         for (int64_t hd = 0; hd < s.H; ++hd) {
-          rec.delta[hd] = rdt[pool_.dt_at(slot, hd, r)] = static_cast<float>(rng_.uniform(0.01, 1.0));
+          rec.delta[hd] = rdt[pool_.dt_at(slot, hd, r)] =
+              static_cast<float>(rng_.uniform(0.01, 1.0));
           for (int64_t p = 0; p < s.P; ++p)
-            rec.x[hd * s.P + p] = rx[pool_.x_at(slot, hd, r) + p] = round_to(c_.ring, rng_.normal());
+            rec.x[hd * s.P + p] = rx[pool_.x_at(slot, hd, r) + p] =
+                round_to(c_.ring, rng_.normal());
         }
         for (int64_t g = 0; g < s.G; ++g)
           for (int64_t nn = 0; nn < s.N; ++nn)
-            rec.B[g * s.N + nn] = rB[pool_.B_at(slot, g, r) + nn] = round_to(c_.ring, rng_.normal());
+            rec.B[g * s.N + nn] = rB[pool_.B_at(slot, g, r) + nn] =
+                round_to(c_.ring, rng_.normal());
       }
       pool_.state.set_values(S);
       std::vector<double> o = pool_.origin.values(), h = pool_.h.values(), f = pool_.flush.values();
@@ -293,7 +301,8 @@ class ReplayRun {
       const std::vector<double> S0 = pool_.state.values();
       for (int64_t i = 0; i < s.H * s.P * s.N; ++i)
         if (S0[pool_.state_at(slot) + i] != 0.0) {
-          ADD_FAILURE() << "reset_slots left " << S0[pool_.state_at(slot) + i] << " in slot " << slot;
+          ADD_FAILURE() << "reset_slots left " << S0[pool_.state_at(slot) + i] << " in slot "
+                        << slot;
           break;
         }
     }
@@ -325,8 +334,8 @@ class ReplayRun {
     m2::Window w = m2::window_of(prm_, window);
     for (double& k : w.k) k += static_cast<double>(s.N);  // the N-term dots
     const Vec bound = m2::y_bound(prm_, tok, y_ref, Vec(n, 0.0), w.abar, M, w.k, kU);
-    EXPECT_EQ(m2::within(y_got, y_ref, bound, out_rel), "") << (c.is_flush ? "flush" : "ordinary")
-                                                           << " step output, h = " << c.h;
+    EXPECT_EQ(m2::within(y_got, y_ref, bound, out_rel), "")
+        << (c.is_flush ? "flush" : "ordinary") << " step output, h = " << c.h;
 
     const size_t st_bytes = static_cast<size_t>(n * dtype_size(c_.state));
     const size_t st_off = static_cast<size_t>(q.slot) * st_bytes;
@@ -342,7 +351,8 @@ class ReplayRun {
           << "checkpoint after folding " << window.size() << " records";
       for (int k = 1; k <= 3; ++k) {
         const size_t len = before[k].size() / static_cast<size_t>(pool_.slots);
-        EXPECT_EQ(std::memcmp(before[k].data() + q.slot * len, after[k].data() + q.slot * len, len), 0)
+        EXPECT_EQ(std::memcmp(before[k].data() + q.slot * len, after[k].data() + q.slot * len, len),
+                  0)
             << "a flush wrote the ring (buffer " << k << ")";
       }
       q.rs.S0 = S_got;  // re-anchor to what the GPU stored
@@ -358,14 +368,16 @@ class ReplayRun {
     ref::Mamba2Record& rec = q.rs.ring[row];
     ref::Mamba2Record got{Vec(s.H * s.P), Vec(s.H), Vec(s.G * s.N)};
     for (int64_t hd = 0; hd < s.H; ++hd) {
-      for (int64_t p = 0; p < s.P; ++p) got.x[hd * s.P + p] = x_after[pool_.x_at(q.slot, hd, row) + p];
+      for (int64_t p = 0; p < s.P; ++p)
+        got.x[hd * s.P + p] = x_after[pool_.x_at(q.slot, hd, row) + p];
       got.delta[hd] = dt_after[pool_.dt_at(q.slot, hd, row)];
       const double dtp = tok.dt[hd] + prm_.ref.dt_bias[hd];
       const double tol = (std::max(1.0, std::abs(dtp)) + 8.0) * kU * std::abs(rec.delta[hd]);
       EXPECT_LE(std::abs(got.delta[hd] - rec.delta[hd]), tol) << "record delta, head " << hd;
     }
     for (int64_t g = 0; g < s.G; ++g)
-      for (int64_t nn = 0; nn < s.N; ++nn) got.B[g * s.N + nn] = B_after[pool_.B_at(q.slot, g, row) + nn];
+      for (int64_t nn = 0; nn < s.N; ++nn)
+        got.B[g * s.N + nn] = B_after[pool_.B_at(q.slot, g, row) + nn];
     EXPECT_TRUE(got.x == rec.x) << "record x is not the token's x";
     EXPECT_TRUE(got.B == rec.B) << "record B is not the token's B";
     // Nothing else of the ring changed: every (head or group, row) of the slot but `row`.
@@ -375,13 +387,17 @@ class ReplayRun {
         for (int64_t r = 0; r < pool_.R; ++r) {
           if (r == row) continue;
           const size_t e = static_cast<size_t>(((q.slot * units + u) * pool_.R + r) * per_row) * es;
-          if (std::memcmp(before[k].data() + e, after[k].data() + e, per_row * es) != 0) return true;
+          if (std::memcmp(before[k].data() + e, after[k].data() + e, per_row * es) != 0)
+            return true;
         }
       return false;
     };
-    EXPECT_FALSE(others_changed(1, s.H, s.P, c_.ring)) << "ring_x rows other than the new record changed";
-    EXPECT_FALSE(others_changed(2, s.H, 1, kF32)) << "ring_dt rows other than the new record changed";
-    EXPECT_FALSE(others_changed(3, s.G, s.N, c_.ring)) << "ring_B rows other than the new record changed";
+    EXPECT_FALSE(others_changed(1, s.H, s.P, c_.ring))
+        << "ring_x rows other than the new record changed";
+    EXPECT_FALSE(others_changed(2, s.H, 1, kF32))
+        << "ring_dt rows other than the new record changed";
+    EXPECT_FALSE(others_changed(3, s.G, s.N, c_.ring))
+        << "ring_B rows other than the new record changed";
     rec = got;  // re-anchor the record to what the GPU stored
   }
 
@@ -404,7 +420,8 @@ void run_replay(const Case& c, uint64_t seed) {
   }
 }
 
-// ---- the conventional step -----------------------------------------------------------------------
+// ---- the conventional step
+// -----------------------------------------------------------------------
 
 void run_conventional(const Case& c, uint64_t seed) {
   SCOPED_TRACE(c.describe() + ", seed " + std::to_string(seed));
@@ -436,7 +453,8 @@ void run_conventional(const Case& c, uint64_t seed) {
     if (c.api)
       mamba2::conventional_step(layer.layer, cache, st.tokens(), st.rows(c.pad_id), st.y.view());
     else
-      cm::conventional_step(layer.layer, cache, st.tokens(), st.rows(c.pad_id), st.y.view(), c.plan);
+      cm::conventional_step(layer.layer, cache, st.tokens(), st.rows(c.pad_id), st.y.view(),
+                            c.plan);
     cuda::device_synchronize();
     const DevPool::Snapshot after = pool.snapshot();
     const std::vector<double> y = st.y.values(), S_after = pool.state.values();
@@ -458,28 +476,31 @@ void run_conventional(const Case& c, uint64_t seed) {
       Vec M = abs_of(S), bconv(static_cast<size_t>(n), 0.0);
       const Vec y_ref = ref::mamba2_conventional_step(prm.ref, S, toks[b]);
       m2::advance(prm, toks[b], M, bconv);
-      const Vec bound = m2::y_bound(prm, toks[b], y_ref, bconv, Vec(s.H, 1.0), M,
-                                    Vec(s.H, s.N + 4.0), kU);
-      EXPECT_EQ(m2::within(slice(y, b * HP, HP), y_ref, bound,
-                           c.in == kBF16 ? m2::kBf16Out : 0.0), "")
+      const Vec bound =
+          m2::y_bound(prm, toks[b], y_ref, bconv, Vec(s.H, 1.0), M, Vec(s.H, s.N + 4.0), kU);
+      EXPECT_EQ(m2::within(slice(y, b * HP, HP), y_ref, bound, c.in == kBF16 ? m2::kBf16Out : 0.0),
+                "")
           << "output";
       Vec bs(bconv.size());
       for (size_t i = 0; i < bs.size(); ++i) bs[i] = kU * bconv[i];
-      EXPECT_EQ(m2::within(slice(S_after, pool.state_at(slot), n), S, bs, store_roundoff(c.state)), "")
+      EXPECT_EQ(m2::within(slice(S_after, pool.state_at(slot), n), S, bs, store_roundoff(c.state)),
+                "")
           << "state";
     }
     for (int32_t slot = 0; slot < pool.slots; ++slot)
       if (!in_batch.count(slot)) {
         EXPECT_EQ(slot_diff(pool, before, after, slot), "") << "not in the batch";
       }
-    EXPECT_TRUE(pool.guards_intact() && st.guards_intact() && layer.guards_intact()) << "guard bytes";
+    EXPECT_TRUE(pool.guards_intact() && st.guards_intact() && layer.guards_intact())
+        << "guard bytes";
     if (::testing::Test::HasFailure()) break;
   }
 }
 
 uint64_t seed_for(uint64_t fallback) { return test_seed(fallback); }
 
-// ---- conventional ----------------------------------------------------------------------------------
+// ---- conventional
+// ----------------------------------------------------------------------------------
 
 TEST(Mamba2Cuda, ConventionalMatchesOracleAllDtypesSmall) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -518,7 +539,8 @@ TEST(Mamba2Cuda, ConventionalPadSentinelsAndPublicApi) {
   run_conventional(c, seed_for(1005));
 }
 
-// ---- replay vs the oracle ----------------------------------------------------------------------------
+// ---- replay vs the oracle
+// ----------------------------------------------------------------------------
 
 TEST(Mamba2Cuda, ReplayMatchesOracleAllDtypesRoutesSmall) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -542,7 +564,8 @@ TEST(Mamba2Cuda, ReplayPlansHeadsPerBlockRowSplitsAndRingLengths) {
   for (int L : {1, 2, 3, 8, 16, 64})
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
       Case c;
-      c.in = kBF16, c.ring = kBF16, c.L = L, c.steps = std::min(2 * L + 2, 20), c.random_start = L > 3;
+      c.in = kBF16, c.ring = kBF16, c.L = L, c.steps = std::min(2 * L + 2, 20),
+      c.random_start = L > 3;
       c.plan.route = route;
       c.plan.heads_per_block = 2;  // both heads of a group in one block: B·C shared
       c.plan.rows_per_block = 5;   // P = 16 over 4 blocks, the last one partial

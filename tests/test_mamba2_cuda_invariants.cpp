@@ -79,7 +79,8 @@ void commit_all(DevPool& pool, const RingConfig& cfg, const DevStep& st, const B
   replayssm::commit(cur, rows, a.view());
 }
 
-// ---- L = 1: every step a flush with no history = the conventional step, bit for bit --------------
+// ---- L = 1: every step a flush with no history = the conventional step, bit for bit
+// --------------
 
 TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -89,9 +90,9 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
     Shape shape;
     DType in, state, ring;
   };
-  const Combo combos[] = {{kTiny, kF32, kF32, kF32},  {kTiny, kBF16, kF32, kBF16},
-                          {kTiny, kF32, kF16, kF32},  {kTiny, kBF16, kBF16, kF32},
-                          {kOdd, kBF16, kF32, kBF16}, {m2::kNano, kBF16, kF32, kBF16},
+  const Combo combos[] = {{kTiny, kF32, kF32, kF32},       {kTiny, kBF16, kF32, kBF16},
+                          {kTiny, kF32, kF16, kF32},       {kTiny, kBF16, kBF16, kF32},
+                          {kOdd, kBF16, kF32, kBF16},      {m2::kNano, kBF16, kF32, kBF16},
                           {m2::kSuper, kBF16, kF16, kBF16}};
   for (const Combo& cb : combos)
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
@@ -125,10 +126,12 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
           a.y.poison(), b.y.poison();
           mamba2::Cache ca = conv.cache(), cr = rep.cache();
           cm::conventional_step(layer.layer, ca, a.tokens(), a.rows(-1), a.y.view());
-          cm::replay_step(layer.layer, cr, rep.cursors(cfg), b.tokens(), b.rows(-1), b.y.view(), plan);
+          cm::replay_step(layer.layer, cr, rep.cursors(cfg), b.tokens(), b.rows(-1), b.y.view(),
+                          plan);
           cuda::device_synchronize();
           EXPECT_TRUE(a.y.download() == b.y.download()) << "y differs at step " << step;
-          EXPECT_TRUE(conv.state.download() == rep.state.download()) << "state differs at step " << step;
+          EXPECT_TRUE(conv.state.download() == rep.state.download())
+              << "state differs at step " << step;
           commit_all(rep, cfg, b, batch, -1);
           cuda::device_synchronize();
           if (HasFailure()) return;
@@ -136,7 +139,8 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
       }
 }
 
-// ---- determinism ---------------------------------------------------------------------------------
+// ---- determinism
+// ---------------------------------------------------------------------------------
 
 /// Random valid cursors in every slot (rings and checkpoints hold finite garbage): every h, and
 /// besides the decode rule's flush at h = L - 1 a fraction `early` of early flushes (a flush may
@@ -210,7 +214,8 @@ TEST(Mamba2CudaInvariants, RepeatedLaunchesAreBitIdentical) {
   }
 }
 
-// ---- CUDA graphs: the flush/ordinary decision is data ------------------------------------------------
+// ---- CUDA graphs: the flush/ordinary decision is data
+// ------------------------------------------------
 
 TEST(Mamba2CudaInvariants, OneCapturedGraphServesEveryMixOfRows) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -273,7 +278,8 @@ TEST(Mamba2CudaInvariants, OneCapturedGraphServesEveryMixOfRows) {
   cuda::stream_destroy(stream);
 }
 
-// ---- errors --------------------------------------------------------------------------------------
+// ---- errors
+// --------------------------------------------------------------------------------------
 
 TEST(Mamba2CudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
   RSSM_SKIP_WITHOUT_CUDA();

@@ -52,8 +52,8 @@ struct Stream {
 
 void run_long(const LongCase& lc, uint64_t seed) {
   SCOPED_TRACE(std::string("in ") + dtype_name(lc.in) + ", checkpoint " + dtype_name(lc.state) +
-               ", L = " + std::to_string(lc.L) + ", route " + cm::route_name(lc.route) +
-               ", seed " + std::to_string(seed));
+               ", L = " + std::to_string(lc.L) + ", route " + cm::route_name(lc.route) + ", seed " +
+               std::to_string(seed));
   Rng rng(seed);
   m2::Options o;
   o.dtype = lc.in;
@@ -68,8 +68,13 @@ void run_long(const LongCase& lc, uint64_t seed) {
   {
     std::vector<double> ids;
     for (int i = 0; i < nseq; ++i) {
-      seqs.push_back({static_cast<int32_t>(2 * i + 1), 3 * i, Vec(n, 0.0), Vec(n, 0.0),
-                      Vec(n, 0.0), {}, ref::reset(cfg)});
+      seqs.push_back({static_cast<int32_t>(2 * i + 1),
+                      3 * i,
+                      Vec(n, 0.0),
+                      Vec(n, 0.0),
+                      Vec(n, 0.0),
+                      {},
+                      ref::reset(cfg)});
       ids.push_back(2 * i + 1);
     }
     DeviceBuffer idb(DType::kI32, {nseq}, 95);
@@ -102,7 +107,8 @@ void run_long(const LongCase& lc, uint64_t seed) {
     std::vector<int32_t> ids(batch, -1);
     std::vector<double> av(batch, 0.0);
     for (int64_t b = 0; b < batch; ++b)
-      if (order[b] >= 0) toks[b] = prm.token(rng), tp[b] = &toks[b], ids[b] = seqs[order[b]].slot, av[b] = 1;
+      if (order[b] >= 0)
+        toks[b] = prm.token(rng), tp[b] = &toks[b], ids[b] = seqs[order[b]].slot, av[b] = 1;
     for (DevStep* st : {&sc, &sr}) {
       for (DeviceBuffer* buf : {&st->x, &st->dt, &st->B, &st->C, &st->z}) buf->poison();
       st->put(tp, ids);
@@ -185,6 +191,8 @@ TEST(Mamba2CudaLong, SixteenBitCheckpointsStayBoundedOverTwoThousandSteps) {
 
 #else  // built without the CUDA backend
 
-TEST(Mamba2CudaLong, SkippedWithoutCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }
+TEST(Mamba2CudaLong, SkippedWithoutCudaBackend) {
+  GTEST_SKIP() << "built without the CUDA backend";
+}
 
 #endif  // RSSM_WITH_CUDA

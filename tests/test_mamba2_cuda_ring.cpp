@@ -22,8 +22,14 @@ struct TwinCursors {
   std::vector<int32_t> ho, hh;
   std::vector<int8_t> hf;
   TwinCursors(int64_t slots_, RingConfig c, Rng& rng)
-      : slots(slots_), cfg(c), origin(DType::kI32, {slots_}, 101), h(DType::kI32, {slots_}, 102),
-        flush(DType::kI8, {slots_}, 103), ho(slots_), hh(slots_), hf(slots_) {
+      : slots(slots_),
+        cfg(c),
+        origin(DType::kI32, {slots_}, 101),
+        h(DType::kI32, {slots_}, 102),
+        flush(DType::kI8, {slots_}, 103),
+        ho(slots_),
+        hh(slots_),
+        hf(slots_) {
     for (int64_t s = 0; s < slots; ++s) {  // valid cursors somewhere in a window
       const Cursor r = reset_cursor(cfg);
       ho[s] = static_cast<int32_t>(rng.integer(0, cfg.rows() - 1));
@@ -48,8 +54,8 @@ struct TwinCursors {
       if (o[s] != ho[s] || hv[s] != hh[s] || f[s] != hf[s])
         return "slot " + std::to_string(s) + ": device (" + std::to_string(o[s]) + ", " +
                std::to_string(hv[s]) + ", " + std::to_string(f[s]) + ") vs cpu (" +
-               std::to_string(ho[s]) + ", " + std::to_string(hh[s]) + ", " +
-               std::to_string(hf[s]) + ")";
+               std::to_string(ho[s]) + ", " + std::to_string(hh[s]) + ", " + std::to_string(hf[s]) +
+               ")";
     return "";
   }
 };
@@ -59,7 +65,9 @@ struct RowVecs {
   std::vector<int32_t> ids, fed, acc;
   DeviceBuffer d_ids, d_fed, d_acc;
   RowVecs(std::vector<int32_t> i, std::vector<int32_t> f, std::vector<int32_t> a)
-      : ids(std::move(i)), fed(std::move(f)), acc(std::move(a)),
+      : ids(std::move(i)),
+        fed(std::move(f)),
+        acc(std::move(a)),
         d_ids(DType::kI32, {static_cast<int64_t>(ids.size())}, 104),
         d_fed(DType::kI32, {static_cast<int64_t>(ids.size())}, 105),
         d_acc(DType::kI32, {static_cast<int64_t>(ids.size())}, 106) {
@@ -78,7 +86,8 @@ struct RowVecs {
     Rows r;
     r.slot_ids = make_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())});
     r.pad_slot_id = pad;
-    if (with_fed) r.num_tokens = make_view(fed.data(), DType::kI32, {static_cast<int64_t>(fed.size())});
+    if (with_fed)
+      r.num_tokens = make_view(fed.data(), DType::kI32, {static_cast<int64_t>(fed.size())});
     return r;
   }
 };
@@ -94,8 +103,8 @@ TEST(RingCuda, CommitAndResetMatchTheCpuRuleOnRandomWalks) {
     const int L = spec ? static_cast<int>(rng.integer(2 * T, 4 * T + 8))
                        : static_cast<int>(rng.integer(1, 40));
     const RingConfig cfg{L, spec ? T : 1, spec ? RingMode::kSpeculative : RingMode::kDecode};
-    SCOPED_TRACE("trial " + std::to_string(trial) + ", L=" + std::to_string(L) + " T=" +
-                 std::to_string(cfg.T) + " " + ring_mode_name(cfg.mode));
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", L=" + std::to_string(L) +
+                 " T=" + std::to_string(cfg.T) + " " + ring_mode_name(cfg.mode));
     const int64_t slots = 12;
     TwinCursors tc(slots, cfg, rng);
     const int32_t pad = rng.integer(0, 1) ? -1 : static_cast<int32_t>(slots);
@@ -125,8 +134,9 @@ TEST(RingCuda, CommitAndResetMatchTheCpuRuleOnRandomWalks) {
       } else {
         RingCursors d = tc.device(), hc = tc.host();
         replayssm::commit(d, rv.device_rows(pad, with_fed), rv.d_acc.view());
-        replayssm::commit(hc, rv.host_rows(pad, with_fed),
-                          make_view(rv.acc.data(), DType::kI32, {static_cast<int64_t>(rv.acc.size())}));
+        replayssm::commit(
+            hc, rv.host_rows(pad, with_fed),
+            make_view(rv.acc.data(), DType::kI32, {static_cast<int64_t>(rv.acc.size())}));
       }
       cuda::device_synchronize();
       ASSERT_EQ(tc.diff(), "") << "step " << step;

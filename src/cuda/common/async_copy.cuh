@@ -26,14 +26,30 @@ __device__ __forceinline__ void cp_async_wait() {
 /// cp_async_wait with a run-time count (folded to one instruction in unrolled loops), 0..7.
 __device__ __forceinline__ void cp_async_wait_upto(int pending) {
   switch (pending) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    case 3: cp_async_wait<3>(); break;
-    case 4: cp_async_wait<4>(); break;
-    case 5: cp_async_wait<5>(); break;
-    case 6: cp_async_wait<6>(); break;
-    default: cp_async_wait<7>(); break;
+    case 0:
+      cp_async_wait<0>();
+      break;
+    case 1:
+      cp_async_wait<1>();
+      break;
+    case 2:
+      cp_async_wait<2>();
+      break;
+    case 3:
+      cp_async_wait<3>();
+      break;
+    case 4:
+      cp_async_wait<4>();
+      break;
+    case 5:
+      cp_async_wait<5>();
+      break;
+    case 6:
+      cp_async_wait<6>();
+      break;
+    default:
+      cp_async_wait<7>();
+      break;
   }
 }
 

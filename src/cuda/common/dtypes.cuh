@@ -15,16 +15,36 @@ __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_f32(f16 v) { return __half2float(v); }
 
-template <class T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ f16 from_f32<f16>(float v) {
+  return __float2half_rn(v);
+}
 
 namespace detail {
-template <int Bytes> struct Raw;
-template <> struct Raw<4> { using type = uint32_t; };
-template <> struct Raw<8> { using type = uint2; };
-template <> struct Raw<16> { using type = uint4; };
+template <int Bytes>
+struct Raw;
+template <>
+struct Raw<4> {
+  using type = uint32_t;
+};
+template <>
+struct Raw<8> {
+  using type = uint2;
+};
+template <>
+struct Raw<16> {
+  using type = uint4;
+};
 
 /// V elements of T packed in one register-resident word of V * sizeof(T) bytes.
 template <class T, int V>

@@ -1,8 +1,7 @@
-#include "cuda/common/memory.h"
-
 #include <cuda_runtime.h>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/memory.h"
 
 namespace replayssm::cuda {
 
@@ -55,9 +54,9 @@ void stream_synchronize(void* stream) {
 }
 
 void begin_capture(void* stream) {
-  check_cuda(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream),
-                                    cudaStreamCaptureModeThreadLocal),
-             "cudaStreamBeginCapture");
+  check_cuda(
+      cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+      "cudaStreamBeginCapture");
 }
 
 void* end_capture(void* stream) {
@@ -76,6 +75,8 @@ void graph_launch(void* exec, void* stream) {
              "cudaGraphLaunch");
 }
 
-void graph_destroy(void* exec) noexcept { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
+void graph_destroy(void* exec) noexcept {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
 
 }  // namespace replayssm::cuda

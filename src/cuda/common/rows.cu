@@ -1,11 +1,10 @@
-#include "cuda/common/rows.h"
-
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
+#include "cuda/common/rows.h"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda {
@@ -18,9 +17,9 @@ std::vector<int32_t> download_i32(const TensorView& t, void* stream) {
   std::vector<int32_t> out(static_cast<size_t>(t.numel()));
   if (out.empty()) return out;
   const auto s = static_cast<cudaStream_t>(stream);
-  check_cuda(cudaMemcpyAsync(out.data(), t.data, out.size() * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost, s),
-             "cudaMemcpyAsync (ids to host)");
+  check_cuda(
+      cudaMemcpyAsync(out.data(), t.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
+      "cudaMemcpyAsync (ids to host)");
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (ids to host)");
   return out;
 }

@@ -48,8 +48,8 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
     return;
   }
   const int g = hd / p.heads_per_group;
-  TState* S = static_cast<TState*>(p.state) +
-              ((static_cast<int64_t>(slot) * p.H + hd) * p.P + p0) * N;
+  TState* S =
+      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.H + hd) * p.P + p0) * N;
 
   extern __shared__ __align__(16) float conv_smem[];
   TState* tile = reinterpret_cast<TState*>(conv_smem);  // [rows_per_block][N]
@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
     if (r < nrows) {
 #pragma unroll
       for (int c = 0; c < Lay::kChunksPerLane; ++c)
-        cp_async16(tile + r * N + Lay::col(c, lr), S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+        cp_async16(tile + r * N + Lay::col(c, lr),
+                   S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
     }
     cp_async_commit();  // group i: row i of this thread (possibly empty)
   }
@@ -80,8 +81,8 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
     zv[i] = (p.has_z && r < nrows) ? to_f32(z[r]) : 0.0f;
   }
   const float A = A_of(p.A_log[hd]);
-  const float delta = delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd),
-                               p.dt_bias[hd], p.softplus);
+  const float delta =
+      delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd), p.dt_bias[hd], p.softplus);
   const float a = decay_of(delta, A);
   const float Dh = p.has_D ? p.D[hd] : 0.0f;
 

@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "cuda/common/check.cuh"
-#include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/conventional.cuh"
+#include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
 #include "replayssm/errors.h"
 
@@ -20,8 +20,8 @@ namespace replayssm::cuda::mamba2 {
 template <int... Rpts, class Fn>
 void with_kernel_shape(int N, int rpt, const char* op, Fn&& fn) {
   auto by_rpt = [&](auto n_tag) {
-    const bool found = ((rpt == Rpts ? (fn(n_tag, std::integral_constant<int, Rpts>{}), true)
-                                     : false) || ...);
+    const bool found =
+        ((rpt == Rpts ? (fn(n_tag, std::integral_constant<int, Rpts>{}), true) : false) || ...);
     if (!found)
       throw UnsupportedError(std::string(op) + ": rows_per_thread " + std::to_string(rpt) +
                              " is not compiled for this kernel");
@@ -47,15 +47,15 @@ void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_
 
 template <class TIn, class TState, class TRing>
 void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
-  with_kernel_shape<kReplayRowsPerThread>(ls.N, ls.rpt, "mamba2.replay_step (cuda)", [&](auto n,
-                                                                                    auto rpt) {
-    auto kernel = replay_kernel<TIn, TState, TRing, decltype(n)::value, decltype(rpt)::value>;
-    if (ls.smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(ls.smem)),
-                 "mamba2.replay_step (cuda): raising the shared-memory limit");
-    kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
-  });
+  with_kernel_shape<kReplayRowsPerThread>(
+      ls.N, ls.rpt, "mamba2.replay_step (cuda)", [&](auto n, auto rpt) {
+        auto kernel = replay_kernel<TIn, TState, TRing, decltype(n)::value, decltype(rpt)::value>;
+        if (ls.smem > 48 * 1024)
+          check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(ls.smem)),
+                     "mamba2.replay_step (cuda): raising the shared-memory limit");
+        kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
+      });
   check_launch("mamba2.replay_step (cuda) launch");
 }
 

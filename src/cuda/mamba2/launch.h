@@ -3,7 +3,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-
 #include <cstddef>
 #include <cstdint>
 
@@ -34,8 +33,8 @@ constexpr int64_t checkpoint_tile_floats(int64_t rows, int64_t N, int64_t state_
 /// Shared-memory floats of the replay kernel: checkpoint tiles (two when heads_per_block > 1),
 /// then sB [R][N], sx [R][rows], sdt [R], scoef [R + 1], sbc [R + 1], sdecay [1] (the carve-up at
 /// the top of replay_kernel).
-inline int64_t replay_smem_floats(int64_t R, int64_t N, int64_t rows_per_block,
-                                  int64_t state_bytes, int64_t heads_per_block) {
+inline int64_t replay_smem_floats(int64_t R, int64_t N, int64_t rows_per_block, int64_t state_bytes,
+                                  int64_t heads_per_block) {
   return checkpoint_tile_floats(rows_per_block, N, state_bytes) * (heads_per_block > 1 ? 2 : 1) +
          R * N + R * rows_per_block + R + 2 * (R + 1) + 1;
 }

@@ -2,7 +2,8 @@
 #include "cuda/mamba2/launch.cuh"
 
 namespace replayssm::cuda::mamba2 {
-template void launch_conventional<float, float>(const StepParams&, const LaunchShape&, cudaStream_t);
+template void launch_conventional<float, float>(const StepParams&, const LaunchShape&,
+                                                cudaStream_t);
 template void launch_conventional<float, f16>(const StepParams&, const LaunchShape&, cudaStream_t);
 template void launch_conventional<float, bf16>(const StepParams&, const LaunchShape&, cudaStream_t);
 template void launch_conventional<bf16, float>(const StepParams&, const LaunchShape&, cudaStream_t);

@@ -3,7 +3,9 @@
 #include "cuda/mamba2/launch.cuh"
 
 namespace replayssm::cuda::mamba2 {
-template void launch_replay<float, float, float>(const StepParams&, const LaunchShape&, cudaStream_t);
-template void launch_replay<bf16, float, float>(const StepParams&, const LaunchShape&, cudaStream_t);
+template void launch_replay<float, float, float>(const StepParams&, const LaunchShape&,
+                                                 cudaStream_t);
+template void launch_replay<bf16, float, float>(const StepParams&, const LaunchShape&,
+                                                cudaStream_t);
 template void launch_replay<bf16, float, bf16>(const StepParams&, const LaunchShape&, cudaStream_t);
 }  // namespace replayssm::cuda::mamba2

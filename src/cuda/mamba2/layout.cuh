@@ -9,8 +9,8 @@ namespace replayssm::cuda::mamba2 {
 
 template <int StateBytes, int N>
 struct Layout {
-  static constexpr int kVec = 16 / StateBytes;        // state elements per 16-byte access
-  static constexpr int kChunks = N / kVec;            // 16-byte chunks per state row
+  static constexpr int kVec = 16 / StateBytes;  // state elements per 16-byte access
+  static constexpr int kChunks = N / kVec;      // 16-byte chunks per state row
   static constexpr int kLanesPerRow = kChunks < 32 ? kChunks : 32;
   static constexpr int kChunksPerLane = kChunks / kLanesPerRow;
   static constexpr int kRowsPerWarp = 32 / kLanesPerRow;

@@ -1,7 +1,5 @@
 // Host side of the CUDA Mamba-2 decode ops: argument checks, launch plans (the dispatcher), and
 // dispatch on dtypes to the instantiated launchers.
-#include "cuda/mamba2/mamba2_cuda.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include "cuda/common/rows.h"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/layout.cuh"
+#include "cuda/mamba2/mamba2_cuda.h"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::mamba2 {
@@ -22,8 +21,8 @@ namespace {
 
 using validate::kAny;
 constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
-constexpr int64_t kMaxRing = 64;       // the weights of a step's records are one warp's 2 x 32 lanes
-constexpr int64_t kMaxBatch = 65535;   // grid.y
+constexpr int64_t kMaxRing = 64;      // the weights of a step's records are one warp's 2 x 32 lanes
+constexpr int64_t kMaxBatch = 65535;  // grid.y
 
 std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
 
@@ -47,8 +46,8 @@ Call check_call(const Layer& layer, const Cache& cache, const Tokens& in, const 
                 const TensorView& y, const char* op) {
   const Dims& d = layer.dims;
   check<ConfigError>(d.nheads > 0 && d.headdim > 0 && d.d_state > 0 && d.ngroups > 0, op,
-                     ": dims nheads = ", d.nheads, ", headdim = ", d.headdim, ", d_state = ",
-                     d.d_state, ", ngroups = ", d.ngroups, ", expected all > 0");
+                     ": dims nheads = ", d.nheads, ", headdim = ", d.headdim,
+                     ", d_state = ", d.d_state, ", ngroups = ", d.ngroups, ", expected all > 0");
   check<ConfigError>(d.nheads % d.ngroups == 0, op, ": ngroups = ", d.ngroups,
                      " does not divide nheads = ", d.nheads);
   check<UnsupportedError>(supported_d_state(d.d_state), op, ": d_state = ", d.d_state,
@@ -81,8 +80,8 @@ Call check_call(const Layer& layer, const Cache& cache, const Tokens& in, const 
                    {kF32, kF16, kBF16}, dev);
   c.slots = cache.state.shape[0];
   c.state_dtype = cache.state.dtype;
-  check<UnsupportedError>(c.batch <= kMaxBatch, op, ": batch ", c.batch, ", expected <= ",
-                          kMaxBatch);
+  check<UnsupportedError>(c.batch <= kMaxBatch, op, ": batch ", c.batch,
+                          ", expected <= ", kMaxBatch);
   check_aligned(cache.state, op, "state");
   check_aligned(c.in.B, op, "B");
   check_aligned(c.in.C, op, "C");
@@ -105,8 +104,7 @@ void check_ring(const Layer& layer, const Cache& cache, const RingCursors& curso
                           ": ring_x is bfloat16 but the inputs are ", dtype_name(c.in_dtype),
                           ", expected a float32 ring (a bfloat16 ring is only a lossless copy of "
                           "bfloat16 inputs)");
-  validate::expect(cache.ring_dt, arg(op, "ring_dt").c_str(), {c.slots, d.nheads, R}, {kF32},
-                   dev);
+  validate::expect(cache.ring_dt, arg(op, "ring_dt").c_str(), {c.slots, d.nheads, R}, {kF32}, dev);
   validate::expect(cache.ring_B, arg(op, "ring_B").c_str(), {c.slots, d.ngroups, R, d.d_state},
                    {c.ring_dtype}, dev);
   check_aligned(cache.ring_B, op, "ring_B");
@@ -164,12 +162,11 @@ bool latency_bound(const Dims& d, int64_t batch, DType state) {
 void check_plan_rows(const Plan& plan, const Dims& d, int64_t unit, int64_t max_threads,
                      const char* op) {
   check<ConfigError>(plan.rows_per_block >= 1 && plan.rows_per_block <= d.headdim, op,
-                     ": plan rows_per_block = ", plan.rows_per_block, ", expected 1..",
-                     d.headdim);
+                     ": plan rows_per_block = ", plan.rows_per_block, ", expected 1..", d.headdim);
   const int64_t threads = cdiv(plan.rows_per_block, unit) * 32;
-  check<ConfigError>(threads <= max_threads, op, ": plan rows_per_block = ",
-                     plan.rows_per_block, " needs ", threads, " threads, expected <= ",
-                     max_threads, " (at most ", max_threads / 32 * unit, " rows per block)");
+  check<ConfigError>(threads <= max_threads, op, ": plan rows_per_block = ", plan.rows_per_block,
+                     " needs ", threads, " threads, expected <= ", max_threads, " (at most ",
+                     max_threads / 32 * unit, " rows per block)");
 }
 
 Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DType state,
@@ -185,8 +182,8 @@ Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DTyp
       p.rows_per_block = autop.rows_per_block;
     } else {
       const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
-      split_rows(d.headdim, unit, kMaxThreads / 32 * unit, batch * d.nheads,
-                 4 * device_sms(), p.rows_per_block);
+      split_rows(d.headdim, unit, kMaxThreads / 32 * unit, batch * d.nheads, 4 * device_sms(),
+                 p.rows_per_block);
     }
   }
   check_plan_rows(p, d, lay.rows_per_warp * p.rows_per_thread, kMaxThreads, op);
@@ -245,9 +242,12 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
 
 const char* route_name(Route r) {
   switch (r) {
-    case Route::kAuto: return "auto";
-    case Route::kOutputOnly: return "output-only";
-    case Route::kStateAndOutput: return "state-and-output";
+    case Route::kAuto:
+      return "auto";
+    case Route::kOutputOnly:
+      return "output-only";
+    case Route::kStateAndOutput:
+      return "state-and-output";
   }
   return "?";
 }
@@ -346,14 +346,14 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.prefetch_ring = plan.prefetch_ring != 0;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(c.state_dtype));
   LaunchShape ls;
-  ls.grid = dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit),
-                 static_cast<unsigned>(c.batch));
-  ls.threads = static_cast<int>(
-      cdiv(plan.rows_per_block, lay.rows_per_warp * kReplayRowsPerThread) * 32);
-  ls.smem = static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block,
-                                                   dtype_size(c.state_dtype),
-                                                   plan.heads_per_block)) *
-            sizeof(float);
+  ls.grid =
+      dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit), static_cast<unsigned>(c.batch));
+  ls.threads =
+      static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * kReplayRowsPerThread) * 32);
+  ls.smem =
+      static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block,
+                                             dtype_size(c.state_dtype), plan.heads_per_block)) *
+      sizeof(float);
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = kReplayRowsPerThread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);

@@ -30,8 +30,8 @@ using Cache = ::replayssm::mamba2::Cache;
 
 /// How an ordinary replay row computes y (flush rows always materialise the state).
 enum class Route : uint8_t {
-  kAuto,            ///< chosen per shape, batch and L (plan_replay)
-  kOutputOnly,      ///< y = ā·(S0·C) + Σ s_j·(B_j·C)·x_j; B_j·C once per block, shared by its heads
+  kAuto,        ///< chosen per shape, batch and L (plan_replay)
+  kOutputOnly,  ///< y = ā·(S0·C) + Σ s_j·(B_j·C)·x_j; B_j·C once per block, shared by its heads
   kStateAndOutput,  ///< materialise S_h = ā·S0 + Σ c_j·x_j·B_jᵀ in registers, then y = S·C
 };
 const char* route_name(Route r);

@@ -54,7 +54,7 @@ __device__ __forceinline__ void record_weights(const float* sdt, int origin, int
   const float s1 = suffix_sum(d1, lane);
   const float t1 = __shfl_sync(0xffffffffu, s1, 0);  // total of records 32..63
   const float s0 = __fadd_rn(suffix_sum(d0, lane), t1);
-  float e0 = __shfl_down_sync(0xffffffffu, s0, 1);   // exclusive suffix sums
+  float e0 = __shfl_down_sync(0xffffffffu, s0, 1);  // exclusive suffix sums
   float e1 = __shfl_down_sync(0xffffffffu, s1, 1);
   if (lane == 31) {
     e0 = t1;
@@ -101,14 +101,16 @@ __device__ __forceinline__ void stage_rows_vec(float* dst, const T* src, int R, 
     load_vec<T, kE>(src + static_cast<int64_t>(q) * N + e, v);
 #pragma unroll
     for (int i = 0; i < kE; i += 4)
-      *reinterpret_cast<float4*>(dst + q * N + e + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+      *reinterpret_cast<float4*>(dst + q * N + e + i) =
+          make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
   }
 }
 
 }  // namespace replay_detail
 
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) replay_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2)
+    replay_kernel(const StepParams p) {
   using Lay = Layout<sizeof(TState), N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
@@ -118,7 +120,8 @@ __global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) r
   // than one head: the next head's checkpoint streams in while this one is computed).
   TState* sS = reinterpret_cast<TState*>(smem);
   const int tile = rpb * N;  // elements of one checkpoint tile
-  float* sB = smem + checkpoint_tile_floats(rpb, N, sizeof(TState)) * (p.heads_per_block > 1 ? 2 : 1);
+  float* sB =
+      smem + checkpoint_tile_floats(rpb, N, sizeof(TState)) * (p.heads_per_block > 1 ? 2 : 1);
   float* sx = sB + R * N;
   float* sdt = sx + R * rpb;
   float* scoef = sdt + R;
@@ -165,7 +168,8 @@ __global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) r
     load_vec<TIn, VEC>(static_cast<const TIn*>(p.B) + bcoff + Lay::col(c, lr), &bv[c * VEC]);
     load_vec<TIn, VEC>(static_cast<const TIn*>(p.C) + bcoff + Lay::col(c, lr), &cv[c * VEC]);
   }
-  const TRing* ringB = static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
+  const TRing* ringB =
+      static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
 
 #pragma unroll 1
   for (int k = 0; k < p.heads_per_block; ++k) {
@@ -192,8 +196,10 @@ __global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) r
       cp_async_commit();
     };
     if (k == 0) issue(0);
-    if (k + 1 < p.heads_per_block) issue(k + 1);
-    else cp_async_commit();  // an empty group keeps "all but the newest group" meaning head k
+    if (k + 1 < p.heads_per_block)
+      issue(k + 1);
+    else
+      cp_async_commit();  // an empty group keeps "all but the newest group" meaning head k
     float xv[RPT], zv[RPT];
     const TIn* x = static_cast<const TIn*>(p.x) + io;
     const TIn* z = static_cast<const TIn*>(p.z) + io;
@@ -204,8 +210,8 @@ __global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) r
       zv[i] = (p.has_z && r < nrows) ? to_f32(z[r]) : 0.0f;
     }
     const float A = A_of(p.A_log[hd]);
-    const float delta = delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd),
-                                 p.dt_bias[hd], p.softplus);
+    const float delta =
+        delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd), p.dt_bias[hd], p.softplus);
     const float Dh = p.has_D ? p.D[hd] : 0.0f;
 
     // Stage the ring records: B of the group once, x and delta of this head. Prefetch stages all
@@ -328,7 +334,8 @@ __global__ void __launch_bounds__(kReplayThreads, sizeof(TState) == 4 ? 3 : 2) r
     if (!flush) {  // the rest of the token's record: delta per head, B once per group
       if (split == 0 && tid == 0) p.ring_dt[sh * R + qh] = delta;
       if (k == 0 && chunk == 0 && split == 0) {
-        TRing* rB = static_cast<TRing*>(p.ring_B) + ((static_cast<int64_t>(slot) * p.G + g) * R + qh) * N;
+        TRing* rB =
+            static_cast<TRing*>(p.ring_B) + ((static_cast<int64_t>(slot) * p.G + g) * R + qh) * N;
         const TIn* Bin = static_cast<const TIn*>(p.B) + bcoff;
         for (int n = tid; n < N; n += nthreads) rB[n] = from_f32<TRing>(to_f32(Bin[n]));
       }

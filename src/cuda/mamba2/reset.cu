@@ -39,15 +39,13 @@ void reset_slots(Cache& cache, const Rows& rows) {
                    {DType::kF32, DType::kF16, DType::kBF16}, Device::kCUDA);
   const int64_t slots = cache.state.shape[0];
   const std::string ids_name = std::string(op) + " slot_ids";
-  validate::expect(rows.slot_ids, ids_name.c_str(), {validate::kAny}, {DType::kI32},
-                   Device::kCUDA);
+  validate::expect(rows.slot_ids, ids_name.c_str(), {validate::kAny}, {DType::kI32}, Device::kCUDA);
   const int64_t batch = rows.slot_ids.shape[0];
   check_rows(rows, batch, slots, 0, op);
   check<UnsupportedError>(batch <= 65535, op, ": batch ", batch, ", expected <= 65535");
   if (batch == 0 || slots == 0) return;
   const int64_t slot_bytes = cache.state.numel() / slots * dtype_size(cache.state.dtype);
-  const bool wide =
-      slot_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(cache.state.data) % 16 == 0;
+  const bool wide = slot_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(cache.state.data) % 16 == 0;
   const int64_t words = wide ? slot_bytes / 16 : slot_bytes / 2;
   constexpr int kThreads = 256;
   const int64_t chunks = std::min<int64_t>((words + kThreads - 1) / kThreads, 1024);

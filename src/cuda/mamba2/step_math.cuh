@@ -47,9 +47,7 @@ __device__ __forceinline__ float row_sum(float v) {
   return v;
 }
 
-__device__ __forceinline__ float silu(float z) {
-  return __fdiv_rn(z, __fadd_rn(1.0f, expf(-z)));
-}
+__device__ __forceinline__ float silu(float z) { return __fdiv_rn(z, __fadd_rn(1.0f, expf(-z))); }
 
 /// y = S·C + D·x, then y·silu(z) when gated.
 __device__ __forceinline__ float output_of(float sum, float D, bool has_D, float x, bool has_z,
