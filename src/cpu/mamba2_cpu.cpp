@@ -23,24 +23,21 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
   const int64_t work = rows.batch() * H;
 #pragma omp parallel if (worth_threads(work * P * N))
   {
-    std::vector<float> x(P), z(P), B(N), C(N), out(P);
+    HeadToken tok(P, N);
+    std::vector<float> out(P);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < work; ++i) {
-      const int64_t b = i / H, h = i % H, g = geo.group(h);
+      const int64_t b = i / H, h = i % H;
       if (rows.is_pad(b)) {
         zero_row(y, geo.y(b, 0, h), P);
         continue;
       }
-      load_row(in.x, geo.x(b, 0, h), P, x.data());
-      if (!in.z.empty()) load_row(in.z, geo.x(b, 0, h), P, z.data());
-      load_row(in.B, geo.bc(b, 0, g), N, B.data());
-      load_row(in.C, geo.bc(b, 0, g), N, C.data());
-      const HeadScalars hs = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, 0, h)));
-      const float a = std::exp(hs.delta * hs.A);
+      tok.load(layer, in, geo, b, 0, h);
+      const float a = std::exp(tok.s.delta * tok.s.A);
       float* S = state + geo.state(rows.slot[b], h);
       for (int64_t p = 0; p < P; ++p) {
-        const float acc = update_and_read(S + p * N, N, a, hs.delta * x[p], B.data(), C.data());
-        out[p] = finish(acc, D, h, x[p], in.z.empty() ? nullptr : &z[p]);
+        const float acc = update_and_read(S + p * N, N, a, tok.s.delta * tok.x[p], tok.B.data(), tok.C.data());
+        out[p] = finish(acc, D, h, tok.x[p], tok.z_at(p));
       }
       store_row(y, geo.y(b, 0, h), P, out.data());
     }
@@ -85,7 +82,8 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   const int64_t work = batch * H;
 #pragma omp parallel if (worth_threads(work * P * N))
   {
-    std::vector<float> x(P), z(P), B(N), C(N), out(P), row(N);
+    HeadToken tok(P, N);
+    std::vector<float> out(P), row(N);
     std::vector<float> delta(R + 1), cum(R + 1), w(R + 1);
     std::vector<const float*> xs(R + 1), Bs(R + 1);
 #pragma omp for schedule(static)
@@ -98,10 +96,9 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
       const int32_t slot = rows.slot[b];
       const Cursor c = cursor_of(cursors, slot);
       const int64_t hist = c.h;
-      load_row(in.x, geo.x(b, 0, h), P, x.data());
-      const float* zp = nullptr;
-      if (!in.z.empty()) load_row(in.z, geo.x(b, 0, h), P, z.data());
-      const HeadScalars hs = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, 0, h)));
+      tok.load(layer, in, geo, b, 0, h);
+      const HeadScalars& hs = tok.s;
+      const std::vector<float>& x = tok.x;
       for (int64_t j = 0; j < hist; ++j) {
         const int64_t r = ring_row(c, j, R);
         delta[j] = ring_dt[geo.ring_dt(slot, h, r)];
@@ -113,22 +110,18 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
       if (c.is_flush) {
         // Fold the history into the checkpoint row by row, then the current token through the
         // conventional update; each state row is written once.
-        load_row(in.B, geo.bc(b, 0, g), N, B.data());
-        load_row(in.C, geo.bc(b, 0, g), N, C.data());
         prefix_sums(delta.data(), hist, cum.data());
         const float decay = checkpoint_decay(hs.A, cum.data(), hist - 1);
         for (int64_t j = 0; j < hist; ++j) w[j] = record_weight(hs.A, delta.data(), cum.data(), j, hist - 1);
         const float a = std::exp(hs.delta * hs.A);
         for (int64_t p = 0; p < P; ++p) {
           fold_row(row.data(), S0 + p * N, N, p, decay, w.data(), xs.data(), Bs.data(), hist);
-          const float acc = update_and_read(row.data(), N, a, hs.delta * x[p], B.data(), C.data());
+          const float acc = update_and_read(row.data(), N, a, hs.delta * x[p], tok.B.data(), tok.C.data());
           std::copy(row.begin(), row.end(), S0 + p * N);
-          zp = in.z.empty() ? nullptr : &z[p];
-          out[p] = finish(acc, D, h, x[p], zp);
+          out[p] = finish(acc, D, h, x[p], tok.z_at(p));
         }
       } else {
         // Output-only route: y = abar (S0 . C) + sum_j s_j beta_j x_j + D x; no state formed.
-        load_row(in.C, geo.bc(b, 0, g), N, C.data());
         delta[hist] = hs.delta;
         xs[hist] = x.data();
         prefix_sums(delta.data(), hist + 1, cum.data());
@@ -136,13 +129,10 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
         const float* bt = &beta[(b * G + g) * R];
         for (int64_t j = 0; j <= hist; ++j)
           w[j] = record_weight(hs.A, delta.data(), cum.data(), j, hist) * bt[j];
-        for (int64_t p = 0; p < P; ++p) out[p] = abar * dot(S0 + p * N, C.data(), N);
+        for (int64_t p = 0; p < P; ++p) out[p] = abar * dot(S0 + p * N, tok.C.data(), N);
         for (int64_t j = 0; j <= hist; ++j)
           for (int64_t p = 0; p < P; ++p) out[p] += w[j] * xs[j][p];
-        for (int64_t p = 0; p < P; ++p) {
-          zp = in.z.empty() ? nullptr : &z[p];
-          out[p] = finish(out[p], D, h, x[p], zp);
-        }
+        for (int64_t p = 0; p < P; ++p) out[p] = finish(out[p], D, h, x[p], tok.z_at(p));
         const int64_t r = ring_row(c, hist, R);
         std::copy(x.begin(), x.end(), ring_x + geo.ring_x(slot, h, r));
         ring_dt[geo.ring_dt(slot, h, r)] = hs.delta;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/dtype.h"
 #include "cpu/mamba2_cpu.h"
@@ -86,6 +87,25 @@ inline HeadScalars head_scalars(const Layer& layer, int64_t h, float dt_raw) {
   const float v = dt_raw + layer.dt_bias.ptr<const float>()[h];
   return HeadScalars{head_A(layer, h), layer.dt_softplus ? softplus(v) : v};
 }
+
+/// One token of one (row, head) loaded as float32: x, the optional gate z, B and C of the head's
+/// group, and its scalars. Buffers are per thread, allocated once per call.
+struct HeadToken {
+  std::vector<float> x, z, B, C;
+  HeadScalars s{};
+  bool gated = false;
+  HeadToken(int64_t P, int64_t N) : x(P), z(P), B(N), C(N) {}
+  void load(const Layer& layer, const Tokens& in, const Geo& geo, int64_t b, int64_t t, int64_t h) {
+    const int64_t g = geo.group(h);
+    load_row(in.x, geo.x(b, t, h), geo.P, x.data());
+    gated = !in.z.empty();
+    if (gated) load_row(in.z, geo.x(b, t, h), geo.P, z.data());
+    load_row(in.B, geo.bc(b, t, g), geo.N, B.data());
+    load_row(in.C, geo.bc(b, t, g), geo.N, C.data());
+    s = head_scalars(layer, h, load_f32(in.dt, geo.dt(b, t, h)));
+  }
+  const float* z_at(int64_t p) const { return gated ? &z[p] : nullptr; }
+};
 
 /// Inclusive prefix sums of delta in one fixed order: cum[j] = delta[0] + ... + delta[j].
 inline void prefix_sums(const float* delta, int64_t m, float* cum) {
