@@ -78,6 +78,11 @@ inline double store_roundoff(DType t) {
   return t == DType::kBF16 ? 0x1p-8 : t == DType::kF16 ? 0x1p-11 : 0.0;
 }
 
+/// Absolute part of that rounding: below float16's smallest normal (2^-14) values are subnormal
+/// with a fixed spacing of 2^-24, so round-to-nearest errs by up to 2^-25 whatever the magnitude
+/// (bfloat16 and float32 subnormals lie below 1e-38, far beneath any bound here).
+inline double store_abs_roundoff(DType t) { return t == DType::kF16 ? 0x1p-25 : 0.0; }
+
 inline void encode(DType t, void* dst, int64_t i, double v) {
   switch (t) {
     case DType::kF32:

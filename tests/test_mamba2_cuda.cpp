@@ -346,7 +346,8 @@ class ReplayRun {
       const m2::Window wf = m2::window_of(prm_, window);  // history + token folded
       Vec bs(static_cast<size_t>(n));
       for (int64_t h = 0; h < s.H; ++h)
-        for (int64_t i = h * s.P * s.N; i < (h + 1) * s.P * s.N; ++i) bs[i] = kU * wf.k[h] * M[i];
+        for (int64_t i = h * s.P * s.N; i < (h + 1) * s.P * s.N; ++i)
+          bs[i] = kU * wf.k[h] * M[i] + store_abs_roundoff(c_.state);
       EXPECT_EQ(m2::within(S_got, q.rs.S0, bs, store_roundoff(c_.state)), "")
           << "checkpoint after folding " << window.size() << " records";
       for (int k = 1; k <= 3; ++k) {
@@ -482,7 +483,7 @@ void run_conventional(const Case& c, uint64_t seed) {
                 "")
           << "output";
       Vec bs(bconv.size());
-      for (size_t i = 0; i < bs.size(); ++i) bs[i] = kU * bconv[i];
+      for (size_t i = 0; i < bs.size(); ++i) bs[i] = kU * bconv[i] + store_abs_roundoff(c.state);
       EXPECT_EQ(m2::within(slice(S_after, pool.state_at(slot), n), S, bs, store_roundoff(c.state)),
                 "")
           << "state";
