@@ -1,0 +1,194 @@
+// replayssm_bench: the kernel benchmark program (issue 3). One subcommand, `kernels`, measures our
+// CUDA decode kernels with the method of DESIGN.md §4 and writes the JSON of §4 (bench/README.md).
+// Errors print one line and exit non-zero.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "copy_ceiling.h"
+#include "cuda_util.h"
+#include "mamba2_kernels.h"
+#include "progress.h"
+#include "results.h"
+
+namespace replayssm::bench {
+namespace {
+
+struct KernelsArgs {
+  std::string family = "mamba2";
+  std::vector<std::string> shapes = {"nano-4b", "super-120b"};
+  std::vector<int64_t> batches = {1, 8, 32, 64, 128, 256, 512};
+  int L = 16;
+  std::vector<int> sweep_L = {4, 8, 16, 32};
+  std::vector<int64_t> sweep_batches = {64, 256};
+  std::string state = "fp32";
+  std::string out;
+  std::string commit = "unknown";
+  uint64_t seed = 20261130;
+  int replays = 0;  // 0: 25 (quick: 10)
+  bool quick = false;
+  bool no_sweep = false;
+};
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+DType state_dtype(const std::string& s) {
+  if (s == "fp32") return DType::kF32;
+  if (s == "fp16") return DType::kF16;
+  if (s == "bf16") return DType::kBF16;
+  throw BenchError("--state " + s + ": expected fp32, fp16 or bf16");
+}
+
+int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
+  int dev = 0;
+  BENCH_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+
+  Mamba2Config cfg;
+  cfg.shapes = a.shapes;
+  cfg.batches = a.batches;
+  cfg.L = a.L;
+  cfg.sweep_L = a.sweep_L;
+  cfg.sweep_batches = a.sweep_batches;
+  // --quick: fewer batches, a two-point sweep at one batch and fewer replays, unless given.
+  if (a.quick) {
+    if (cmd.count("--batch") == 0) cfg.batches = {1, 64, 256};
+    if (cmd.count("--L-sweep") == 0) cfg.sweep_L = {4, 32};
+    if (cmd.count("--L-sweep-batch") == 0) cfg.sweep_batches = {64};
+    cfg.timing = TimingConfig{1, 2, 10};
+  }
+  if (a.no_sweep) cfg.sweep_L.clear(), cfg.sweep_batches.clear();
+  if (a.replays > 0) cfg.timing.timed_replays = a.replays;
+  cfg.state = state_dtype(a.state);
+  cfg.seed = a.seed;
+
+  std::fprintf(stderr, "replayssm_bench kernels: %s (%d SMs, %d MB L2), seed %llu\n", prop.name,
+               prop.multiProcessorCount, prop.l2CacheSize >> 20,
+               static_cast<unsigned long long>(a.seed));
+  const int64_t copy_bytes = a.quick ? (int64_t{1} << 30) : (int64_t{4} << 30);
+  const CopyCeiling copy = measure_copy_ceiling(copy_bytes, 2, a.quick ? 5 : 10);
+  cfg.copy_gbps = copy.best_gbps();
+  std::fprintf(stderr,
+               "copy ceiling (%lld MiB, read + write): SM copy kernel %.0f GB/s, "
+               "cudaMemcpyAsync %.0f GB/s\n",
+               static_cast<long long>(copy_bytes >> 20), copy.sm_kernel_gbps, copy.memcpy_gbps);
+
+  const bool tty = isatty(fileno(stderr)) != 0;
+  cli::Progress progress("mamba2 kernels", mamba2_graph_count(cfg));
+  cfg.on_graph = [&] { progress.tick(); };
+  cfg.on_point = [&](const std::string& line) {
+    if (!tty) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Row> rows = run_mamba2(cfg);
+  progress.done();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (!a.out.empty()) {
+    nlohmann::json j;
+    j["bench"] = "kernels";
+    j["commit"] = a.commit;
+    j["gpu"] = prop.name;
+    j["date"] = utc_now();
+    j["copy_bandwidth_gbps"] = cfg.copy_gbps;
+    j["copy"] = {{"bytes_per_copy", copy.bytes_per_copy},
+                 {"sm_kernel_gbps", copy.sm_kernel_gbps},
+                 {"memcpy_gbps", copy.memcpy_gbps},
+                 {"counted", "bytes read + bytes written, eager, median"}};
+    j["device"] = {{"sms", prop.multiProcessorCount},
+                   {"l2_bytes", prop.l2CacheSize},
+                   {"memory_bytes", prop.totalGlobalMem},
+                   {"cc", fmt::format("{}.{}", prop.major, prop.minor)}};
+    j["method"] = {
+        {"calls_per_graph", "R = ceil(512 MiB / bytes of an ordinary step with no history), 2..64"},
+        {"eager_passes", cfg.timing.eager_passes},
+        {"warm_replays", cfg.timing.warm_replays},
+        {"timed_replays", cfg.timing.timed_replays},
+        {"us", "median graph replay time / (R calls x steps per call)"},
+        {"inputs", "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots"}};
+    j["args"] = {{"family", a.family},   {"shapes", cfg.shapes},
+                 {"batch", cfg.batches}, {"L", cfg.L},
+                 {"L_sweep", cfg.sweep_L}, {"L_sweep_batch", cfg.sweep_batches},
+                 {"state", a.state},     {"quick", a.quick},
+                 {"seed", a.seed}};
+    j["seconds"] = secs;
+    j["rows"] = nlohmann::json::array();
+    for (const Row& r : rows) j["rows"].push_back(row_json(r));
+    const std::filesystem::path path(a.out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream f(path);
+    f << j.dump(2) << "\n";
+    f.close();
+    if (!f) throw BenchError("could not write " + a.out);
+    std::fprintf(stderr, "wrote %zu rows to %s (%.0f s)\n", rows.size(), a.out.c_str(), secs);
+  }
+  print_table(rows, cfg.copy_gbps);
+  return 0;
+}
+
+}  // namespace
+}  // namespace replayssm::bench
+
+int main(int argc, char** argv) {
+  using namespace replayssm::bench;
+  CLI::App app{"replayssm_bench: kernel benchmarks of replayssm (CUDA events, graph replays, "
+               "state pools larger than L2, random slots)"};
+  app.require_subcommand(1);
+  KernelsArgs a;
+  CLI::App* k = app.add_subcommand("kernels", "decode-step kernels: conventional vs ReplaySSM");
+  k->add_option("--family", a.family, "op family")->check(CLI::IsMember({"mamba2"}))->required();
+  k->add_option("--shapes", a.shapes, "model shapes")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"nano-4b", "super-120b"}));
+  k->add_option("--batch", a.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
+  k->add_option("--L", a.L, "ring length of the main points")->check(CLI::Range(3, 64));
+  k->add_option("--L-sweep", a.sweep_L, "ring lengths of the L sweep")
+      ->delimiter(',')
+      ->check(CLI::Range(3, 64));
+  k->add_option("--L-sweep-batch", a.sweep_batches, "batch sizes of the L sweep")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65535));
+  k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
+  k->add_option("--state", a.state, "state / checkpoint dtype")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
+  k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");
+  k->add_option("--seed", a.seed, "random seed of inputs, slots and phases");
+  k->add_option("--replays", a.replays, "timed graph replays (default 25, quick 10)")
+      ->check(CLI::Range(1, 10000));
+  k->add_flag("--quick", a.quick, "smoke run: batches 1,64,256, L sweep 4,32 at 64, 10 replays");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "replayssm_bench: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    return run_kernels(a, *k);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nreplayssm_bench: error: %s\n", e.what());
+  }
+  return 1;
+}

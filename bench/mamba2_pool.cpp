@@ -1,0 +1,232 @@
+#include "mamba2_pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "device_fill.h"
+
+namespace replayssm::bench {
+namespace {
+
+constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32, kI32 = DType::kI32, kI8 = DType::kI8;
+
+size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
+
+TensorView view(const DeviceMemory& m, int64_t offset_bytes, DType t,
+                std::initializer_list<int64_t> shape) {
+  return make_view(static_cast<char*>(m.get()) + offset_bytes, t, shape, Device::kCUDA);
+}
+
+template <class T>
+void upload(DeviceMemory& dst, const std::vector<T>& v, cudaStream_t s) {
+  BENCH_CUDA(cudaMemcpyAsync(dst.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+  BENCH_CUDA(cudaStreamSynchronize(s));  // v may go out of scope
+}
+
+float softplus(float v) { return std::log1p(std::exp(v)); }
+
+}  // namespace
+
+Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls,
+                       uint64_t seed, cudaStream_t stream)
+    : batch_(batch),
+      calls_(calls),
+      slots_(batch * calls),
+      state_t_(state),
+      seed_(seed),
+      stream_(stream),
+      rng_(seed) {
+  const int64_t H = dims.nheads, P = dims.headdim, N = dims.d_state, G = dims.ngroups;
+  const int64_t per_call = batch;  // rows of one call
+
+  // Layer parameters (host-drawn: A uniform in [-8, -1] exactly, as the anchors).
+  std::uniform_real_distribution<float> uA(-8.0f, -1.0f), ubias(0.0f, 0.5f), uD(0.5f, 1.5f);
+  std::vector<float> A_log(H), dt_bias(H), D(H);
+  for (int64_t i = 0; i < H; ++i) {
+    A_log[i] = std::log(-uA(rng_));
+    dt_bias[i] = ubias(rng_);
+    D[i] = uD(rng_);
+  }
+  A_log_ = DeviceMemory(nbytes(H, kF32));
+  dt_bias_ = DeviceMemory(nbytes(H, kF32));
+  D_ = DeviceMemory(nbytes(H, kF32));
+  upload(A_log_, A_log, stream);
+  upload(dt_bias_, dt_bias, stream);
+  upload(D_, D, stream);
+  layer_.dims = dims;
+  layer_.A_log = view(A_log_, 0, kF32, {H});
+  layer_.dt_bias = view(dt_bias_, 0, kF32, {H});
+  layer_.D = view(D_, 0, kF32, {H});
+  layer_.dt_softplus = true;
+
+  // The pool's state / checkpoints.
+  const int64_t nstate = slots_ * H * P * N;
+  state_ = DeviceMemory(nbytes(nstate, state));
+  fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
+
+  // Per-call inputs and outputs, [calls, batch, ...] back to back.
+  const int64_t nx = calls_ * per_call * H * P, ndt = calls_ * per_call * H,
+                nbc = calls_ * per_call * G * N;
+  x_ = DeviceMemory(nbytes(nx, kBF16));
+  dt_ = DeviceMemory(nbytes(ndt, kBF16));
+  B_ = DeviceMemory(nbytes(nbc, kBF16));
+  C_ = DeviceMemory(nbytes(nbc, kBF16));
+  y_ = DeviceMemory(nbytes(nx, kBF16));
+  fill_uniform(x_.get(), kBF16, nx, -1.0f, 1.0f, seed_ + 2, stream);
+  fill_uniform(dt_.get(), kBF16, ndt, -3.0f, -1.0f, seed_ + 3, stream);
+  fill_uniform(B_.get(), kBF16, nbc, -1.0f, 1.0f, seed_ + 4, stream);
+  fill_uniform(C_.get(), kBF16, nbc, -1.0f, 1.0f, seed_ + 5, stream);
+  fill_nan(y_.get(), kBF16, nx, stream);
+
+  // Slot ids: a random permutation of the pool, call r takes the r-th run of `batch` of them.
+  std::vector<int32_t> perm(static_cast<size_t>(slots_));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng_);
+  ids_ = DeviceMemory(nbytes(slots_, kI32));
+  upload(ids_, perm, stream);
+  ones_ = DeviceMemory(nbytes(slots_, kI32));
+  upload(ones_, std::vector<int32_t>(static_cast<size_t>(slots_), 1), stream);
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+}
+
+void Mamba2Pool::set_ring(int L) {
+  const auto& d = layer_.dims;
+  L_ = L;
+  const int64_t nx = slots_ * d.nheads * L * d.headdim, ndt = slots_ * d.nheads * L,
+                nB = slots_ * d.ngroups * L * d.d_state;
+  ring_x_.reset(), ring_dt_.reset(), ring_B_.reset();  // free before allocating the next size
+  ring_x_ = DeviceMemory(nbytes(nx, kBF16));
+  ring_dt_ = DeviceMemory(nbytes(ndt, kF32));
+  ring_B_ = DeviceMemory(nbytes(nB, kBF16));
+  fill_uniform(ring_x_.get(), kBF16, nx, -1.0f, 1.0f, seed_ + 10 + L, stream_);
+  // Processed deltas of raw dt in [-3, -1] plus dt_bias in [0, 0.5].
+  fill_uniform(ring_dt_.get(), kF32, ndt, softplus(-3.0f), softplus(-0.5f), seed_ + 11 + L,
+               stream_);
+  fill_uniform(ring_B_.get(), kBF16, nB, -1.0f, 1.0f, seed_ + 12 + L, stream_);
+  if (!origin_.get()) {
+    origin_ = DeviceMemory(nbytes(slots_, kI32));
+    h_ = DeviceMemory(nbytes(slots_, kI32));
+    flush_ = DeviceMemory(nbytes(slots_, kI8));
+  }
+  set_cursors_fixed(0);
+}
+
+void Mamba2Pool::upload_cursors(const std::vector<int32_t>& h) {
+  if (L_ < 1) throw BenchError("Mamba2Pool: set_ring before setting cursors");
+  std::uniform_int_distribution<int32_t> uorigin(0, L_ - 1);
+  std::vector<int32_t> origin(h.size());
+  std::vector<int8_t> flush(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (h[i] < 0 || h[i] > L_ - 1) throw BenchError("Mamba2Pool: cursor h out of 0..L-1");
+    origin[i] = uorigin(rng_);
+    // The decode-mode rule of ring.h with T = 1: a row flushes when h + 2 > L.
+    flush[i] = h[i] + 2 > L_ ? 1 : 0;
+  }
+  upload(origin_, origin, stream_);
+  upload(h_, h, stream_);
+  upload(flush_, flush, stream_);
+}
+
+void Mamba2Pool::set_cursors_fixed(int h) {
+  upload_cursors(std::vector<int32_t>(static_cast<size_t>(slots_), h));
+}
+
+void Mamba2Pool::set_cursors_mixed() {
+  std::vector<int32_t> h(static_cast<size_t>(slots_));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>(i % static_cast<size_t>(L_));
+  std::shuffle(h.begin(), h.end(), rng_);
+  upload_cursors(h);
+}
+
+mamba2::Tokens Mamba2Pool::tokens(int r) const {
+  const auto& d = layer_.dims;
+  const int64_t b0 = static_cast<int64_t>(r) * batch_;
+  mamba2::Tokens t;
+  t.x = view(x_, b0 * d.nheads * d.headdim * 2, kBF16, {batch_, d.nheads, d.headdim});
+  t.dt = view(dt_, b0 * d.nheads * 2, kBF16, {batch_, d.nheads});
+  t.B = view(B_, b0 * d.ngroups * d.d_state * 2, kBF16, {batch_, d.ngroups, d.d_state});
+  t.C = view(C_, b0 * d.ngroups * d.d_state * 2, kBF16, {batch_, d.ngroups, d.d_state});
+  return t;
+}
+
+TensorView Mamba2Pool::y(int r) const {
+  const auto& d = layer_.dims;
+  const int64_t b0 = static_cast<int64_t>(r) * batch_;
+  return view(y_, b0 * d.nheads * d.headdim * 2, kBF16, {batch_, d.nheads, d.headdim});
+}
+
+Rows Mamba2Pool::rows(int r, cudaStream_t s) const {
+  Rows rows;
+  rows.slot_ids = view(ids_, static_cast<int64_t>(r) * batch_ * 4, kI32, {batch_});
+  rows.pad_slot_id = -1;
+  rows.stream = s;
+  rows.check_device_ids = false;  // ids are a permutation by construction; no host round trip
+  return rows;
+}
+
+mamba2::Cache Mamba2Pool::cache() const {
+  const auto& d = layer_.dims;
+  mamba2::Cache c;
+  c.state = view(state_, 0, state_t_, {slots_, d.nheads, d.headdim, d.d_state});
+  if (L_ > 0) {
+    c.ring_x = view(ring_x_, 0, kBF16, {slots_, d.nheads, L_, d.headdim});
+    c.ring_dt = view(ring_dt_, 0, kF32, {slots_, d.nheads, L_});
+    c.ring_B = view(ring_B_, 0, kBF16, {slots_, d.ngroups, L_, d.d_state});
+  }
+  return c;
+}
+
+RingCursors Mamba2Pool::cursors() const {
+  RingCursors c;
+  c.origin = view(origin_, 0, kI32, {slots_});
+  c.h = view(h_, 0, kI32, {slots_});
+  c.is_flush = view(flush_, 0, kI8, {slots_});
+  c.config = RingConfig{L_, 1, RingMode::kDecode};
+  return c;
+}
+
+void Mamba2Pool::enqueue_conventional(cudaStream_t s) const {
+  mamba2::Cache c = cache();
+  for (int r = 0; r < calls_; ++r)
+    cuda::mamba2::conventional_step(layer_, c, tokens(r), rows(r, s), y(r));
+}
+
+void Mamba2Pool::enqueue_replay(cudaStream_t s, const cuda::mamba2::Plan& plan, int steps,
+                                bool commit) const {
+  if (L_ < 1) throw BenchError("Mamba2Pool: set_ring before a replay step");
+  mamba2::Cache c = cache();
+  RingCursors cur = cursors();
+  Rows all;
+  all.slot_ids = view(ids_, 0, kI32, {slots_});
+  all.pad_slot_id = -1;
+  all.stream = s;
+  all.check_device_ids = false;
+  const TensorView accepted = view(ones_, 0, kI32, {slots_});
+  for (int step = 0; step < steps; ++step) {
+    for (int r = 0; r < calls_; ++r)
+      cuda::mamba2::replay_step(layer_, c, cur, tokens(r), rows(r, s), y(r), plan);
+    if (commit) replayssm::commit(cur, all, accepted);
+  }
+}
+
+void Mamba2Pool::poison_outputs() {
+  const auto& d = layer_.dims;
+  fill_nan(y_.get(), kBF16, slots_ * d.nheads * d.headdim, stream_);
+  BENCH_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void Mamba2Pool::check_finite(const std::string& what) {
+  const auto& d = layer_.dims;
+  const int64_t ny = slots_ * d.nheads * d.headdim;
+  const int64_t bad_y = count_nonfinite(y_.get(), kBF16, ny, stream_);
+  const int64_t bad_s =
+      count_nonfinite(state_.get(), state_t_, slots_ * d.nheads * d.headdim * d.d_state, stream_);
+  if (bad_y || bad_s)
+    throw BenchError(what + ": " + std::to_string(bad_y) + " of " + std::to_string(ny) +
+                     " outputs and " + std::to_string(bad_s) +
+                     " state values are not finite (unwritten output or a broken kernel)");
+}
+
+}  // namespace replayssm::bench
