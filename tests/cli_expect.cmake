@@ -1,5 +1,6 @@
-# ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (a ;-list) and requires exit code
+# ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (comma-separated) and requires exit code
 # ${RC} and exactly one line on stderr matching ${PATTERN} (a crash fails: its code is not ${RC}).
+string(REPLACE "," ";" ARGS "${ARGS}")
 execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT "${rc}" STREQUAL "${RC}")
   message(FATAL_ERROR "exit status ${rc}, expected ${RC}\nstdout: ${out}\nstderr: ${err}")
