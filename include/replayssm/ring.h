@@ -81,7 +81,10 @@ struct RingCursors {
 struct Rows {
   TensorView slot_ids;        ///< [batch] int32; pad_slot_id marks a pad row (never read/written)
   int32_t pad_slot_id = -1;   ///< sentinel; must lie outside [0, slots)
-  TensorView num_tokens;      ///< [batch] int32, 1..T per row (speculative only; empty = all T)
+  /// [batch] int32, tokens fed per row, 1..T (speculative only). Empty: every row feeds the
+  /// call's whole token axis; commit() cannot see that axis and then only bounds num_accepted by
+  /// config.T, so pass num_tokens to commit to have it checked against what was fed.
+  TensorView num_tokens;
   void* stream = nullptr;     ///< cudaStream_t for CUDA ops (nullptr: the default stream)
   /// CUDA ops: copy device-resident slot ids / counts to the host and validate them before the
   /// launch (synchronises; skipped while the stream is being captured into a CUDA graph). Kernels
