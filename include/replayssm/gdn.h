@@ -51,7 +51,10 @@ struct Tokens {
 /// A layer's pool of slots: the state (conventional) or checkpoint (replay) and the ring of
 /// records (u, k^, g) since the checkpoint. u is kept in float32 so long runs do not drift
 /// (method.md §5.1). k^ is written once per key head (by its first value head) and shared by the
-/// key head's value heads. R = cursors.config.rows(). CPU backend: all float32.
+/// key head's value heads. R = cursors.config.rows(). CPU backend: all float32. CUDA backend
+/// (conventional_step, replay_step, reset_slots; verify not built yet): state float32, float16 or
+/// bfloat16 (float32 arithmetic, rounded to nearest even when stored), rings float32, q/k/v/a/b
+/// float32 or bfloat16; K 64 or 128, L <= 64; state, q, k, rings (KDA: a, dt_bias) 16-byte aligned.
 struct Cache {
   TensorView state;   ///< [slots, HV, V, K]
   TensorView ring_u;  ///< [slots, HV, R, V]  correction u of each record

@@ -1,5 +1,6 @@
 // Public GDN/KDA entry points: validate every argument (nothing is touched before all checks
-// pass), then dispatch on the device.
+// pass), then dispatch on the device: CPU -> src/cpu/gdn_*; CUDA -> src/cuda/gdn (conventional
+// step, replay step, reset; verify not built yet), which checks the device-resident rows itself.
 #include "replayssm/gdn.h"
 
 #include <string>
@@ -8,6 +9,9 @@
 #include "common/validate.h"
 #include "cpu/gdn_cpu.h"
 #include "replayssm/errors.h"
+#ifdef RSSM_WITH_CUDA
+#include "cuda/gdn/gdn_cuda.h"
+#endif
 
 namespace replayssm::gdn {
 namespace {
@@ -48,9 +52,22 @@ void check_dims(const Dims& d, const char* op) {
                      " is not a multiple of num_k_heads H = ", d.num_k_heads);
 }
 
-/// Validates everything of one call and returns it in the backend's form (T axis present).
+/// Whether the CUDA backend of op is built.
+bool cuda_built(Op op) {
+#ifdef RSSM_WITH_CUDA
+  return op != Op::kVerify;
+#else
+  (void)op;
+  return false;
+#endif
+}
+
+/// Validates everything of one call and returns it in the CPU backend's form (T axis present).
+/// For CUDA tensors (*on_cuda set) only the host-side checks run here; the CUDA backend checks the
+/// device-resident rows and cursors.
 cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cursors,
-                  const Tokens& in, const Rows& rows, const TensorView& y_in) {
+                  const Tokens& in, const Rows& rows, const TensorView& y_in,
+                  bool* on_cuda = nullptr) {
   const char* name = op_name(op);
   const Dims& d = layer.dims;
   check_dims(d, name);
@@ -108,7 +125,11 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   c.y = op == Op::kVerify ? token_view(y_in, 4) : validate::with_token_axis(y_in, 4);
   expect(c.y, Name(name, "y"), {batch, T, HV, V}, {dt}, dev);
 
-  expect(cache.state, Name(name, "state"), {kAny, HV, V, K}, {kF32}, dev);
+  if (dev == Device::kCUDA)  // the CUDA kernels also keep 16-bit checkpoints (fp32 arithmetic)
+    expect(cache.state, Name(name, "state"), {kAny, HV, V, K}, {kF32, DType::kF16, DType::kBF16},
+           dev);
+  else
+    expect(cache.state, Name(name, "state"), {kAny, HV, V, K}, {kF32}, dev);
   const int64_t slots = cache.state.shape[0];
   if (ring) {
     const RingMode mode = op == Op::kVerify ? RingMode::kSpeculative : RingMode::kDecode;
@@ -124,8 +145,10 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
       expect(cache.ring_g, Name(name, "ring_g (GDN)"), {slots, HV, R}, {kF32}, dev);
   }
 
-  check<UnsupportedError>(dev == Device::kCPU, name,
+  check<UnsupportedError>(dev == Device::kCPU || cuda_built(op), name,
                           ": the CUDA backend for this op is not built yet (tensors are on cuda)");
+  if (on_cuda) *on_cuda = dev == Device::kCUDA;
+  if (dev == Device::kCUDA) return c;
 
   c.slots = validate::slot_ids(rows, batch, slots, name);
   c.num_tokens = validate::num_tokens(rows, c.slots, op == Op::kVerify ? T : 1, name);
@@ -150,12 +173,22 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
 
 void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
                        TensorView y) {
-  cpu::conventional_step(prepare(Op::kConventional, layer, cache, nullptr, in, rows, y));
+  bool on_cuda = false;
+  const cpu::Call c = prepare(Op::kConventional, layer, cache, nullptr, in, rows, y, &on_cuda);
+#ifdef RSSM_WITH_CUDA
+  if (on_cuda) return cuda::gdn::conventional_step(layer, cache, in, rows, y);
+#endif
+  cpu::conventional_step(c);
 }
 
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y) {
-  cpu::replay_step(prepare(Op::kReplay, layer, cache, &cursors, in, rows, y));
+  bool on_cuda = false;
+  const cpu::Call c = prepare(Op::kReplay, layer, cache, &cursors, in, rows, y, &on_cuda);
+#ifdef RSSM_WITH_CUDA
+  if (on_cuda) return cuda::gdn::replay_step(layer, cache, cursors, in, rows, y);
+#endif
+  cpu::replay_step(c);
 }
 
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -166,9 +199,15 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* name = "gdn.reset_slots";
   const Device dev = cache.state.device;
+  if (dev == Device::kCUDA) {
+#ifdef RSSM_WITH_CUDA
+    return cuda::gdn::reset_slots(cache, rows);  // checks the state (16-bit too) and the rows
+#else
+    throw UnsupportedError(std::string(name) +
+                           ": the CUDA backend for this op is not built yet (tensors are on cuda)");
+#endif
+  }
   expect(cache.state, Name(name, "state"), {kAny, kAny, kAny, kAny}, {kF32}, dev);
-  check<UnsupportedError>(dev == Device::kCPU, name,
-                          ": the CUDA backend for this op is not built yet (tensors are on cuda)");
   const std::vector<int32_t> ids =
       validate::slot_ids(rows, rows.slot_ids.shape[0], cache.state.shape[0], name);
   cpu::reset_slots(cache.state, ids, rows.pad_slot_id);

@@ -1,0 +1,60 @@
+#include "cuda/common/zero_slots.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/validate.h"
+#include "cuda/common/check.cuh"
+#include "cuda/common/rows.h"
+
+namespace replayssm::cuda {
+namespace {
+
+/// Grid (x: chunks of the slot, y: batch row); 16-byte words (or 2-byte halves when the slot is
+/// not a whole number of 16-byte words) per slot.
+__global__ void zero_slots_kernel(void* state, const int32_t* __restrict__ ids, int32_t slots,
+                                  int64_t slot_bytes, bool wide) {
+  const int32_t slot = ids[blockIdx.y];
+  if (slot < 0 || slot >= slots) return;
+  char* base = static_cast<char*>(state) + static_cast<int64_t>(slot) * slot_bytes;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (wide) {
+    uint4* w = reinterpret_cast<uint4*>(base);
+    for (int64_t i = first; i < slot_bytes / 16; i += stride) w[i] = make_uint4(0, 0, 0, 0);
+  } else {
+    uint16_t* w = reinterpret_cast<uint16_t*>(base);
+    for (int64_t i = first; i < slot_bytes / 2; i += stride) w[i] = 0;
+  }
+}
+
+}  // namespace
+
+void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
+  const std::string state_name = std::string(op) + " state";
+  validate::expect(state, state_name.c_str(),
+                   {validate::kAny, validate::kAny, validate::kAny, validate::kAny},
+                   {DType::kF32, DType::kF16, DType::kBF16}, Device::kCUDA);
+  const int64_t slots = state.shape[0];
+  const std::string ids_name = std::string(op) + " slot_ids";
+  validate::expect(rows.slot_ids, ids_name.c_str(), {validate::kAny}, {DType::kI32}, Device::kCUDA);
+  const int64_t batch = rows.slot_ids.shape[0];
+  check_rows(rows, batch, slots, 0, op);
+  check<UnsupportedError>(batch <= 65535, op, ": batch ", batch, ", expected <= 65535");
+  if (batch == 0 || slots == 0) return;
+  const int64_t slot_bytes = state.numel() / slots * dtype_size(state.dtype);
+  const bool wide = slot_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(state.data) % 16 == 0;
+  const int64_t words = wide ? slot_bytes / 16 : slot_bytes / 2;
+  constexpr int kThreads = 256;
+  const int64_t chunks = std::min<int64_t>((words + kThreads - 1) / kThreads, 1024);
+  const std::string what = std::string(op) + " launch";
+  zero_slots_kernel<<<dim3(static_cast<unsigned>(std::max<int64_t>(chunks, 1)),
+                           static_cast<unsigned>(batch)),
+                      kThreads, 0, static_cast<cudaStream_t>(rows.stream)>>>(
+      state.data, rows.slot_ids.ptr<int32_t>(), static_cast<int32_t>(slots), slot_bytes, wide);
+  check_launch(what.c_str());
+}
+
+}  // namespace replayssm::cuda

@@ -1,0 +1,14 @@
+// Zeroing the state/checkpoint slots of a pool on CUDA: the reset_slots of every family.
+#pragma once
+#include "replayssm/ring.h"
+#include "replayssm/tensor.h"
+
+namespace replayssm::cuda {
+
+/// Zero state[slot] (all trailing axes) for the slot id of every row of `rows` (device-resident
+/// int32 ids; ids outside [0, slots) are pad rows and skipped). Validates `state` (rank 4, float32,
+/// float16 or bfloat16, contiguous, on CUDA; messages name "<op> state") and the rows (check_rows)
+/// before anything is enqueued on rows.stream.
+void zero_slots(const TensorView& state, const Rows& rows, const char* op);
+
+}  // namespace replayssm::cuda

@@ -1,0 +1,384 @@
+// Host side of the CUDA GDN/KDA decode ops: argument checks, launch plans (the dispatcher), and
+// dispatch on dtypes to the instantiated launchers.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common/validate.h"
+#include "cuda/common/check.cuh"
+#include "cuda/common/dtypes.cuh"
+#include "cuda/common/memory.h"
+#include "cuda/common/row_layout.cuh"
+#include "cuda/common/rows.h"
+#include "cuda/common/zero_slots.h"
+#include "cuda/gdn/gdn_cuda.h"
+#include "cuda/gdn/launch.h"
+#include "cuda/gdn/step_math.cuh"
+#include "replayssm/errors.h"
+
+namespace replayssm::cuda::gdn {
+namespace {
+
+using validate::kAny;
+constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
+constexpr int64_t kMaxRing = 64;      // ring rows staged in shared memory
+constexpr int64_t kMaxBatch = 65535;  // grid.y
+
+std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The validated, normalised arguments of a call.
+struct Call {
+  Tokens in;  // rank-4 views ([batch, 1, ...])
+  TensorView y;
+  int64_t batch = 0, slots = 0;
+  DType in_dtype = kF32, state_dtype = kF32;
+  bool kda = false;
+};
+
+void check_aligned(const TensorView& t, const char* op, const char* name) {
+  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
+                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
+                          "(vector loads)");
+}
+
+Call check_call(const Layer& layer, const Cache& cache, const Tokens& in, const Rows& rows,
+                const TensorView& y, const char* op) {
+  const Dims& d = layer.dims;
+  check<ConfigError>(d.num_k_heads >= 1 && d.num_v_heads >= 1 && d.head_k_dim >= 1 &&
+                         d.head_v_dim >= 1,
+                     op, ": dims H = ", d.num_k_heads, ", HV = ", d.num_v_heads,
+                     ", K = ", d.head_k_dim, ", V = ", d.head_v_dim, ", expected all >= 1");
+  check<ConfigError>(d.num_v_heads % d.num_k_heads == 0, op, ": num_v_heads HV = ",
+                     d.num_v_heads, " is not a multiple of num_k_heads H = ", d.num_k_heads);
+  check<UnsupportedError>(supported_head_k_dim(d.head_k_dim), op,
+                          ": head_k_dim K = ", d.head_k_dim,
+                          ", expected 64 or 128 (the K values compiled for CUDA)");
+  const int64_t H = d.num_k_heads, HV = d.num_v_heads, K = d.head_k_dim, V = d.head_v_dim;
+  Call c;
+  c.kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  const Device dev = Device::kCUDA;
+  validate::expect(layer.A_log, arg(op, "A_log").c_str(), {HV}, {kF32}, dev);
+  if (c.kda)
+    validate::expect(layer.dt_bias, arg(op, "dt_bias (KDA)").c_str(), {HV, K}, {kF32}, dev);
+  else
+    validate::expect(layer.dt_bias, arg(op, "dt_bias (GDN)").c_str(), {HV}, {kF32}, dev);
+  check<ConfigError>(std::isfinite(layer.scale), op, ": scale = ", layer.scale,
+                     ", expected a finite value (0 = K^-1/2)");
+
+  c.in.q = validate::with_token_axis(in.q, 4);
+  validate::expect(c.in.q, arg(op, "q").c_str(), {kAny, 1, H, K}, {kF32, kBF16}, dev);
+  c.batch = c.in.q.shape[0];
+  c.in_dtype = c.in.q.dtype;
+  const DType t = c.in_dtype;
+  c.in.k = validate::with_token_axis(in.k, 4);
+  validate::expect(c.in.k, arg(op, "k").c_str(), {c.batch, 1, H, K}, {t}, dev);
+  c.in.v = validate::with_token_axis(in.v, 4);
+  validate::expect(c.in.v, arg(op, "v").c_str(), {c.batch, 1, HV, V}, {t}, dev);
+  if (c.kda) {
+    c.in.a = validate::with_token_axis(in.a, 4);
+    validate::expect(c.in.a, arg(op, "a (KDA)").c_str(), {c.batch, 1, HV, K}, {t}, dev);
+  } else {
+    c.in.a = validate::with_token_axis(in.a, 3);
+    validate::expect(c.in.a, arg(op, "a (GDN)").c_str(), {c.batch, 1, HV}, {t}, dev);
+  }
+  c.in.b = validate::with_token_axis(in.b, 3);
+  validate::expect(c.in.b, arg(op, "b").c_str(), {c.batch, 1, HV}, {t}, dev);
+  c.y = validate::with_token_axis(y, 4);
+  validate::expect(c.y, arg(op, "y").c_str(), {c.batch, 1, HV, V}, {t}, dev);
+
+  validate::expect(cache.state, arg(op, "state").c_str(), {kAny, HV, V, K}, {kF32, kF16, kBF16},
+                   dev);
+  c.slots = cache.state.shape[0];
+  c.state_dtype = cache.state.dtype;
+  check<UnsupportedError>(c.batch <= kMaxBatch, op, ": batch ", c.batch, ", expected <= ",
+                          kMaxBatch);
+  check_aligned(cache.state, op, "state");
+  check_aligned(c.in.q, op, "q");
+  check_aligned(c.in.k, op, "k");
+  if (c.kda) {
+    check_aligned(c.in.a, op, "a (KDA)");
+    check_aligned(layer.dt_bias, op, "dt_bias (KDA)");
+  }
+  check_rows(rows, c.batch, c.slots, 0, op);
+  return c;
+}
+
+void check_ring(const Layer& layer, const Cache& cache, const RingCursors& cursors, const Call& c,
+                const char* op) {
+  const Dims& d = layer.dims;
+  const Device dev = Device::kCUDA;
+  validate::cursors(cursors, c.slots, RingMode::kDecode, dev, op);
+  const int64_t R = cursors.config.rows();
+  check<UnsupportedError>(R <= kMaxRing, op, ": ring length L = ", cursors.config.L,
+                          ", expected L <= ", kMaxRing, " on CUDA");
+  validate::expect(cache.ring_u, arg(op, "ring_u").c_str(),
+                   {c.slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, dev);
+  validate::expect(cache.ring_k, arg(op, "ring_k").c_str(),
+                   {c.slots, d.num_k_heads, R, d.head_k_dim}, {kF32}, dev);
+  if (c.kda)
+    validate::expect(cache.ring_g, arg(op, "ring_g (KDA)").c_str(),
+                     {c.slots, d.num_v_heads, R, d.head_k_dim}, {kF32}, dev);
+  else
+    validate::expect(cache.ring_g, arg(op, "ring_g (GDN)").c_str(), {c.slots, d.num_v_heads, R},
+                     {kF32}, dev);
+  check_aligned(cache.ring_u, op, "ring_u");
+  check_aligned(cache.ring_k, op, "ring_k");
+  check_aligned(cache.ring_g, op, "ring_g");
+}
+
+StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, const Rows& rows) {
+  const Dims& d = layer.dims;
+  StepParams p;
+  p.H = static_cast<int32_t>(d.num_k_heads);
+  p.HV = static_cast<int32_t>(d.num_v_heads);
+  p.K = static_cast<int32_t>(d.head_k_dim);
+  p.V = static_cast<int32_t>(d.head_v_dim);
+  p.group = static_cast<int32_t>(d.num_v_heads / d.num_k_heads);
+  p.slots = static_cast<int32_t>(std::min<int64_t>(c.slots, INT32_MAX));
+  p.batch = static_cast<int32_t>(c.batch);
+  p.q = c.in.q.data;
+  p.k = c.in.k.data;
+  p.v = c.in.v.data;
+  p.a = c.in.a.data;
+  p.b = c.in.b.data;
+  p.A_log = layer.A_log.ptr<float>();
+  p.dt_bias = layer.dt_bias.ptr<float>();
+  p.scale = layer.scale != 0.0f ? layer.scale : 1.0f / std::sqrt(static_cast<float>(d.head_k_dim));
+  p.state = cache.state.data;
+  p.y = c.y.data;
+  p.slot_ids = rows.slot_ids.ptr<int32_t>();
+  p.beta_bf16 = layer.beta_bf16;
+  return p;
+}
+
+int device_sms() {
+  const int n = sm_count();
+  return n > 0 ? n : 132;
+}
+
+/// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
+/// GPU moves that in ~10 µs), above it bandwidth-bound.
+bool latency_bound(const Dims& d, int64_t batch, DType state) {
+  const double bytes = static_cast<double>(batch) * d.num_v_heads * d.head_v_dim * d.head_k_dim *
+                       static_cast<double>(dtype_size(state));
+  return bytes <= 32.0 * (1 << 20);
+}
+
+/// Rows one warp covers with rpt rows per thread.
+int64_t warp_rows(const Dims& d, DType state, int64_t rpt) {
+  return HostRowLayout::of(d.head_k_dim, dtype_size(state), kMaxLanes).rows_per_warp * rpt;
+}
+
+/// Rows per block: the fewest splits of V that fit the block-size cap and give at least
+/// `min_blocks` blocks in all, while a block keeps >= min_rows rows (rounded up to a multiple of
+/// 4, which keeps the replay's ring u staging in 16-byte words).
+int rows_per_block(const Dims& d, DType state, int64_t rpt, int64_t blocks_per_split,
+                   int64_t min_blocks, int64_t min_rows) {
+  const int64_t V = d.head_v_dim, unit = warp_rows(d, state, rpt);
+  const int64_t max_rows = kMaxThreads / 32 * unit;
+  int64_t nsplit = cdiv(V, max_rows);
+  while (blocks_per_split * nsplit < min_blocks && cdiv(V, nsplit + 1) >= std::max(unit, min_rows))
+    ++nsplit;
+  const int64_t rows = std::min(cdiv(cdiv(V, nsplit), 4) * 4, max_rows);
+  return static_cast<int>(std::min(rows, V));
+}
+
+/// Rows per block for bandwidth-bound steps: V split evenly into blocks of at most `target` rows
+/// (at least one warp's rows), rounded up to a multiple of 4.
+int even_rows(const Dims& d, DType state, int64_t rpt, int64_t target) {
+  const int64_t V = d.head_v_dim;
+  const int64_t cap = std::max(target, warp_rows(d, state, rpt));
+  const int64_t rows = cdiv(cdiv(V, cdiv(V, cap)), 4) * 4;
+  return static_cast<int>(std::min(rows, V));
+}
+
+Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, bool replay,
+             const char* op) {
+  Plan p = forced;
+  if (p.route == Route::kAuto) p.route = autop.route;
+  if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
+  if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
+  check<ConfigError>(p.rows_per_thread >= 1 && p.rows_per_thread <= kMaxRowsPerThread, op,
+                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected 1..",
+                     kMaxRowsPerThread);
+  if (p.rows_per_block == 0)
+    p.rows_per_block = p.rows_per_thread == autop.rows_per_thread
+                           ? autop.rows_per_block
+                           : std::min<int64_t>(d.head_v_dim, kMaxThreads / 32 *
+                                                                 warp_rows(d, state,
+                                                                           p.rows_per_thread));
+  check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.head_v_dim, op,
+                     ": plan rows_per_block = ", p.rows_per_block, ", expected 1..",
+                     d.head_v_dim);
+  const int64_t unit = warp_rows(d, state, p.rows_per_thread);
+  const int64_t threads = cdiv(p.rows_per_block, unit) * 32;
+  check<ConfigError>(threads <= kMaxThreads, op, ": plan rows_per_block = ", p.rows_per_block,
+                     " with rows_per_thread = ", p.rows_per_thread, " needs ", threads,
+                     " threads, expected <= ", kMaxThreads, " (at most ",
+                     kMaxThreads / 32 * unit, " rows per block)");
+  if (!replay) p.route = Route::kAuto, p.prefetch_ring = 0;
+  return p;
+}
+
+LaunchShape launch_shape(const Dims& d, const Plan& plan, DType state, bool kda, int64_t batch,
+                         size_t smem) {
+  LaunchShape ls;
+  const int64_t nsplit = cdiv(d.head_v_dim, plan.rows_per_block);
+  ls.grid = dim3(static_cast<unsigned>(d.num_v_heads * nsplit), static_cast<unsigned>(batch));
+  ls.threads = static_cast<int>(
+      cdiv(plan.rows_per_block, warp_rows(d, state, plan.rows_per_thread)) * 32);
+  ls.smem = smem;
+  ls.K = static_cast<int>(d.head_k_dim);
+  ls.kda = kda;
+  return ls;
+}
+
+void check_smem(size_t bytes, const char* op) {
+  int dev = 0, limit = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  check<UnsupportedError>(bytes <= static_cast<size_t>(limit), op, ": the plan needs ", bytes,
+                          " bytes of shared memory per block, expected <= ", limit,
+                          " (fewer rows_per_block or a shorter ring)");
+}
+
+template <class TIn>
+void dispatch_conventional(DType state, const StepParams& p, const LaunchShape& ls,
+                           cudaStream_t s) {
+  if (state == kF32) return launch_conventional<TIn, float>(p, ls, s);
+  if (state == kF16) return launch_conventional<TIn, f16>(p, ls, s);
+  launch_conventional<TIn, bf16>(p, ls, s);
+}
+
+template <class TIn>
+void dispatch_replay(DType state, const StepParams& p, const LaunchShape& ls, cudaStream_t s) {
+  if (state == kF32) return launch_replay<TIn, float>(p, ls, s);
+  if (state == kF16) return launch_replay<TIn, f16>(p, ls, s);
+  launch_replay<TIn, bf16>(p, ls, s);
+}
+
+}  // namespace
+
+const char* route_name(Route r) {
+  switch (r) {
+    case Route::kAuto:
+      return "auto";
+    case Route::kOutputOnly:
+      return "output-only";
+    case Route::kStateAndOutput:
+      return "state-and-output";
+  }
+  return "?";
+}
+
+Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
+  Plan p;
+  batch = std::max<int64_t>(batch, 1);
+  if (latency_bound(d, batch, state)) {
+    // Small batches: more, smaller blocks (2 rows per thread) so that the step fills the GPU.
+    p.rows_per_thread = 2;
+    p.rows_per_block =
+        rows_per_block(d, state, 2, batch * d.num_v_heads, 4 * device_sms(), /*min_rows=*/8);
+  } else {
+    // Bandwidth-bound: 8 rows (8 x 2 x 16 bytes of fp32 K = 128 state) in flight per thread;
+    // blocks of 64 rows (32 KB fp32 tiles, up to 7 blocks and 224 KB in flight per SM) keep the
+    // tail of the grid short.
+    p.rows_per_thread = 8;
+    p.rows_per_block = even_rows(d, state, 8, 64);
+  }
+  p.prefetch_ring = 0;
+  return p;
+}
+
+Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
+  Plan p;
+  batch = std::max<int64_t>(batch, 1);
+  // Output-only: the state-and-output route folds every record into every state element on
+  // every ordinary step (h K multiply-adds per element against 2), kept as the checked
+  // alternative.
+  p.route = Route::kOutputOnly;
+  (void)L;
+  if (latency_bound(d, batch, state)) {
+    // Latency-bound: stage the whole ring with the checkpoint (no wait for the cursor) and split
+    // V, but less finely than the conventional step: every block of a head stages the key head's
+    // records of k^ to form its per-record scalars, so blocks keep >= 32 rows.
+    p.prefetch_ring = 1;
+    p.rows_per_thread = 2;
+    p.rows_per_block =
+        rows_per_block(d, state, 2, batch * d.num_v_heads, device_sms(), /*min_rows=*/32);
+  } else {
+    p.prefetch_ring = 0;
+    p.rows_per_thread = 8;
+    p.rows_per_block = even_rows(d, state, 8, 64);
+  }
+  return p;
+}
+
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
+                       TensorView y, const Plan& forced) {
+  const char* op = "gdn.conventional_step (cuda)";
+  const Call c = check_call(layer, cache, in, rows, y, op);
+  const Dims& d = layer.dims;
+  const Plan plan = resolve(forced, plan_conventional(d, c.batch, c.state_dtype), d,
+                            c.state_dtype, false, op);
+  const size_t smem =
+      conventional_smem_bytes(plan.rows_per_block, d.head_k_dim, dtype_size(c.state_dtype));
+  check_smem(smem, op);
+  if (c.batch == 0) return;
+  StepParams p = base_params(layer, cache, c, rows);
+  p.rows_per_block = plan.rows_per_block;
+  p.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, plan.rows_per_block));
+  p.rows_per_thread = plan.rows_per_thread;
+  const LaunchShape ls = launch_shape(d, plan, c.state_dtype, c.kda, c.batch, smem);
+  const auto stream = static_cast<cudaStream_t>(rows.stream);
+  if (c.in_dtype == kF32)
+    dispatch_conventional<float>(c.state_dtype, p, ls, stream);
+  else
+    dispatch_conventional<bf16>(c.state_dtype, p, ls, stream);
+}
+
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& forced) {
+  const char* op = "gdn.replay_step (cuda)";
+  const Call c = check_call(layer, cache, in, rows, y, op);
+  check_ring(layer, cache, cursors, c, op);
+  const Dims& d = layer.dims;
+  const Plan plan = resolve(forced, plan_replay(d, c.batch, cursors.config.L, c.state_dtype), d,
+                            c.state_dtype, true, op);
+  const int64_t R = cursors.config.rows();
+  const ReplaySmem sm(R, d.head_k_dim, c.kda ? d.head_k_dim : 1, plan.rows_per_block,
+                      dtype_size(c.state_dtype));
+  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  check_smem(smem, op);
+  if (c.batch == 0) return;
+  StepParams p = base_params(layer, cache, c, rows);
+  p.R = static_cast<int32_t>(R);
+  p.rows_per_block = plan.rows_per_block;
+  p.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, plan.rows_per_block));
+  p.rows_per_thread = plan.rows_per_thread;
+  p.ring_u = cache.ring_u.ptr<float>();
+  p.ring_k = cache.ring_k.ptr<float>();
+  p.ring_g = cache.ring_g.ptr<float>();
+  p.origin = cursors.origin.ptr<int32_t>();
+  p.hist = cursors.h.ptr<int32_t>();
+  p.is_flush = cursors.is_flush.ptr<int8_t>();
+  p.state_route = plan.route == Route::kStateAndOutput;
+  p.prefetch_ring = plan.prefetch_ring != 0;
+  const LaunchShape ls = launch_shape(d, plan, c.state_dtype, c.kda, c.batch, smem);
+  const auto stream = static_cast<cudaStream_t>(rows.stream);
+  if (c.in_dtype == kF32)
+    dispatch_replay<float>(c.state_dtype, p, ls, stream);
+  else
+    dispatch_replay<bf16>(c.state_dtype, p, ls, stream);
+}
+
+void reset_slots(Cache& cache, const Rows& rows) {
+  zero_slots(cache.state, rows, "gdn.reset_slots (cuda)");
+}
+
+}  // namespace replayssm::cuda::gdn

@@ -1,0 +1,68 @@
+// The CUDA backend of the GDN/KDA decode ops (include/replayssm/gdn.h): host launchers that
+// validate their arguments (typed errors before anything is touched), pick a launch plan and
+// enqueue the kernels on rows.stream. src/api/gdn.cpp dispatches here for CUDA tensors; tests and
+// benchmarks may call these directly, e.g. to force a route or a plan.
+//
+// CUDA dtypes: q, k, v, a, b float32 or bfloat16 (one dtype), y that dtype; A_log, dt_bias
+// float32; state/checkpoint float32, float16 or bfloat16 (float32 arithmetic, rounded to nearest
+// even when stored); ring_u, ring_k, ring_g float32 (u in float32 so that long runs do not drift:
+// every flush folds the stored u into the checkpoint; bench/NOTES_gdn.md). head_k_dim K 64 or 128,
+// any head_v_dim V, ring length L <= 64, batch <= 65535; state, q, k, ring_u, ring_k, ring_g (and,
+// for KDA, a and dt_bias) 16-byte aligned.
+//
+// Slot ids live on the device: ids outside [0, slots) are pad rows in the kernels (y = 0, nothing
+// read or written). With Rows::check_device_ids (and the stream not capturing) the ids are copied
+// to the host and checked first (SlotError). Cursor values are not copied: the kernels clamp them
+// into the ring (origin mod R, 0 <= h <= R - 1), so a corrupt cursor gives wrong values for its
+// own slot but never touches memory outside it. verify is not built on CUDA yet.
+#pragma once
+#include <cstdint>
+
+#include "replayssm/gdn.h"
+#include "replayssm/ring.h"
+#include "replayssm/tensor.h"
+
+namespace replayssm::cuda::gdn {
+
+using Dims = ::replayssm::gdn::Dims;
+using Layer = ::replayssm::gdn::Layer;
+using Tokens = ::replayssm::gdn::Tokens;
+using Cache = ::replayssm::gdn::Cache;
+
+/// How an ordinary replay row computes y (flush rows always materialise the state).
+enum class Route : uint8_t {
+  kAuto,        ///< chosen by plan_replay
+  kOutputOnly,  ///< hk, hq from S0 and per-record scalars k^_j.e^E.k^, k^_j.e^E.q^ (no state formed)
+  kStateAndOutput,  ///< fold the records into the checkpoint row in registers, then the
+                    ///< conventional update (no state written)
+};
+const char* route_name(Route r);
+
+/// A launch plan. Zero / kAuto / -1 fields are chosen by the dispatcher; tests and benchmarks set
+/// them to force a variant.
+struct Plan {
+  Route route = Route::kAuto;  ///< replay only
+  int rows_per_block = 0;      ///< V rows per block: V is split over ceil(V / rows) blocks
+  int rows_per_thread = 0;     ///< 1..8 rows per thread (all requested at once)
+  int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
+                               ///< waiting for the cursor (latency-bound batches); 0 = live rows
+};
+
+/// The dispatcher's choice for a conventional step (every field resolved).
+Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
+/// The dispatcher's choice for a replay step with ring length L (every field resolved).
+Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
+
+/// gdn::conventional_step on CUDA tensors.
+void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
+                       TensorView y, const Plan& plan = {});
+
+/// gdn::replay_step on CUDA tensors: per row, cursors.is_flush (read on the device) selects the
+/// flush or the ordinary step, so one launch (and one CUDA graph) serves every mix of rows.
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& plan = {});
+
+/// gdn::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
+void reset_slots(Cache& cache, const Rows& rows);
+
+}  // namespace replayssm::cuda::gdn

@@ -1,0 +1,60 @@
+// Host-side launch of the kernel templates: picks the instantiation for (K, gate kind) and
+// enqueues it. Included by the per-dtype .cu files that instantiate the launchers, so that the
+// kernels of different dtypes compile in parallel.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include "cuda/common/check.cuh"
+#include "cuda/gdn/conventional.cuh"
+#include "cuda/gdn/launch.h"
+#include "cuda/gdn/replay.cuh"
+#include "replayssm/errors.h"
+
+namespace replayssm::cuda::gdn {
+
+/// Calls fn(K tag, KDA tag) with the compile-time head_k_dim and gate kind of the launch.
+template <class Fn>
+void with_kernel_shape(int K, bool kda, const char* op, Fn&& fn) {
+  auto by_gate = [&](auto k_tag) {
+    if (kda) return fn(k_tag, std::true_type{});
+    fn(k_tag, std::false_type{});
+  };
+  if (K == 64) return by_gate(std::integral_constant<int, 64>{});
+  if (K == 128) return by_gate(std::integral_constant<int, 128>{});
+  throw UnsupportedError(std::string(op) + ": head_k_dim " + std::to_string(K) +
+                         " is not compiled, expected 64 or 128");
+}
+
+template <class Kernel>
+void enqueue(Kernel kernel, const StepParams& p, const LaunchShape& ls, cudaStream_t stream,
+             const char* op) {
+  if (ls.smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(ls.smem)),
+               (std::string(op) + ": raising the shared-memory limit").c_str());
+  kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
+  check_launch((std::string(op) + " launch").c_str());
+}
+
+template <class TIn, class TState>
+void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
+  const char* op = "gdn.conventional_step (cuda)";
+  with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
+    enqueue(conventional_kernel<TIn, TState, decltype(k)::value, decltype(kda)::value>, p, ls,
+            stream, op);
+  });
+}
+
+template <class TIn, class TState>
+void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
+  const char* op = "gdn.replay_step (cuda)";
+  with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
+    enqueue(replay_kernel<TIn, TState, decltype(k)::value, decltype(kda)::value>, p, ls, stream,
+            op);
+  });
+}
+
+}  // namespace replayssm::cuda::gdn

@@ -1,0 +1,40 @@
+// The kernel argument block of the GDN/KDA decode kernels (passed by value), filled by the host
+// launcher after validation. Plain data, usable from host and device code.
+#pragma once
+#include <cstdint>
+
+namespace replayssm::cuda::gdn {
+
+struct StepParams {
+  // sizes: H key heads, HV value heads (group = HV / H value heads per key head), K, V
+  int32_t H = 0, HV = 0, K = 0, V = 0, group = 1, slots = 0, batch = 0;
+  int32_t R = 0;  ///< ring rows (replay)
+  // block decomposition: a block owns rows_per_block rows of V of one (batch row, value head);
+  // nsplit blocks cover V; a thread owns up to rows_per_thread (<= kMaxRowsPerThread) rows
+  int32_t rows_per_block = 0, nsplit = 1, rows_per_thread = 1;
+  // inputs (q, k, v, a, b in the input dtype), parameters, outputs
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;  ///< [HV] (GDN) or [HV, K] (KDA)
+  float scale = 0.0f;              ///< q scale, resolved (never 0)
+  void* state = nullptr;           ///< state (conventional) or checkpoint S0 (replay)
+  void* y = nullptr;
+  const int32_t* slot_ids = nullptr;
+  // replay: ring (float32) and cursors
+  float* ring_u = nullptr;  ///< [slots, HV, R, V]
+  float* ring_k = nullptr;  ///< [slots, H, R, K]
+  float* ring_g = nullptr;  ///< [slots, HV, R] (GDN) or [slots, HV, R, K] (KDA)
+  const int32_t* origin = nullptr;
+  const int32_t* hist = nullptr;
+  const int8_t* is_flush = nullptr;
+  // flags
+  bool beta_bf16 = false;
+  bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
+  bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursor
+};
+
+}  // namespace replayssm::cuda::gdn
