@@ -37,7 +37,7 @@ using gdnt::kBf16Out;
 using gdnt::kFloor;
 
 struct Case {
-  Setup s;
+  GpuCfg s;
   int seqs = 4, pads = 2, steps = 8;
   bool random_start = false;  ///< random checkpoints, rings and cursors instead of reset slots
   bool api = false;           ///< call through replayssm::gdn (the public dispatch)
@@ -113,7 +113,7 @@ class ReplayRun {
   /// One replay step over a random subset of the sequences plus pad rows; every check; commit.
   void step() {
     SCOPED_TRACE("step " + std::to_string(steps_++));
-    const Setup& s = c_.s;
+    const GpuCfg& s = c_.s;
     std::vector<int> order;
     for (int i = 0; i < c_.seqs; ++i)
       if (rng_.uniform(0, 1) < 0.85) order.push_back(i);
@@ -188,7 +188,7 @@ class ReplayRun {
   /// A sequence in `slot`: reset (gdn::reset_slots + device reset), or a random checkpoint,
   /// ring and cursor. Ring rows outside the live window are NaN either way.
   Seq start(int32_t slot) {
-    const Setup& s = c_.s;
+    const GpuCfg& s = c_.s;
     const Shape& sh = s.shape;
     Seq q;
     q.slot = slot;
@@ -240,7 +240,7 @@ class ReplayRun {
                  const DevPool::Snapshot& before, const DevPool::Snapshot& after,
                  const std::vector<double>& S, const std::vector<double>& u,
                  const std::vector<double>& k, const std::vector<double>& g) {
-    const Setup& s = c_.s;
+    const GpuCfg& s = c_.s;
     const Shape& sh = s.shape;
     const Cursor c = q.rs.cursor;
     EXPECT_EQ(pool_.cursor(before, q.slot), c) << "device cursor differs from the oracle's";
@@ -313,7 +313,7 @@ void run_replay(const Case& c, uint64_t seed) {
 void run_conventional(Case c, uint64_t seed) {
   SCOPED_TRACE(c.describe() + ", seed " + std::to_string(seed));
   Rng rng(seed);
-  Setup& s = c.s;
+  GpuCfg& s = c.s;
   s.slots = 2 * c.seqs + 3;
   s.ring = RingConfig{1, 1, RingMode::kDecode};
   const DevLayer layer(s, rng);

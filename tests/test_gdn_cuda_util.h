@@ -37,7 +37,7 @@ using gdnt::kQwen4B;
 
 /// A GPU test configuration: the CPU harness' Cfg (shape, gate, input dtype, beta_bf16, ring,
 /// slots, pad, scale) plus the state/checkpoint dtype and a forced plan.
-struct Setup : gdnt::Cfg {
+struct GpuCfg : gdnt::Cfg {
   DType state = kF32;
   cg::Plan plan;
   std::string describe() const {
@@ -49,9 +49,9 @@ struct Setup : gdnt::Cfg {
   }
 };
 
-inline Setup make_setup(const Shape& shape, Gate gate, DType in, DType state, int L,
+inline GpuCfg make_setup(const Shape& shape, Gate gate, DType in, DType state, int L,
                         int64_t slots) {
-  Setup s;
+  GpuCfg s;
   s.shape = shape, s.gate = gate, s.dtype = in, s.state = state;
   s.ring = RingConfig{L, 1, RingMode::kDecode};
   s.slots = slots;
@@ -64,7 +64,7 @@ struct DevLayer {
   DeviceBuffer A_log, dt_bias;
   ref::GdnParams ref;
   gdn::Layer layer;
-  DevLayer(const Setup& s, Rng& rng)
+  DevLayer(const GpuCfg& s, Rng& rng)
       : A_log(kF32, {s.shape.HV}, 151),
         dt_bias(kF32, s.kda() ? std::vector<int64_t>{s.shape.HV, s.shape.K}
                               : std::vector<int64_t>{s.shape.HV},
@@ -92,14 +92,14 @@ struct DevLayer {
 /// with finite random garbage and out-of-range cursors: a slot in use must be reset (or given a
 /// random start by the test).
 struct DevPool {
-  Setup s;
+  GpuCfg s;
   int64_t slots, R, gw;
   DeviceBuffer state, ring_u, ring_k, ring_g, origin, h, flush;
   static constexpr int kBuffers = 7;
   static constexpr const char* kNames[kBuffers] = {"state", "ring_u", "ring_k", "ring_g",
                                                    "origin", "h",      "is_flush"};
 
-  DevPool(const Setup& setup, int64_t R_, Rng& rng)
+  DevPool(const GpuCfg& setup, int64_t R_, Rng& rng)
       : s(setup),
         slots(setup.slots),
         R(R_),
@@ -215,7 +215,7 @@ struct DevPool {
 /// axis when rank_no_t). Inputs start as NaN so that a read of a pad row shows up.
 struct DevStep {
   int64_t batch;
-  Setup s;
+  GpuCfg s;
   DeviceBuffer q, k, v, a, b, y, ids;
 
   static std::vector<int64_t> dims(int64_t batch, std::vector<int64_t> rest, bool no_t) {
@@ -224,7 +224,7 @@ struct DevStep {
     d.insert(d.end(), rest.begin(), rest.end());
     return d;
   }
-  DevStep(const Setup& setup, int64_t batch_, bool no_t = false)
+  DevStep(const GpuCfg& setup, int64_t batch_, bool no_t = false)
       : batch(batch_),
         s(setup),
         q(setup.dtype, dims(batch_, {setup.shape.H, setup.shape.K}, no_t), 171),
@@ -303,6 +303,9 @@ inline void commit_step(DevPool& pool, const std::vector<int32_t>& ids, int32_t 
   rows.slot_ids = idb.view();
   rows.pad_slot_id = pad;
   rows.stream = stream;
+  // The uploads above ran on the legacy default stream, which a non-blocking `stream` does not
+  // wait for: finish them before the commit reads them.
+  cuda::device_synchronize();
   RingCursors cur = pool.cursors();
   replayssm::commit(cur, rows, acc.view());
   if (stream)
