@@ -33,46 +33,59 @@ namespace replayssm::cuda::gdn {
 
 namespace replay_detail {
 
-/// Copies ring rows into shared memory: every physical row (all) or the live ones (physical rows
-/// of logical 0..hist-1). Row q of the source starts at src + q * src_row, of the copy at
-/// dst + q * dst_row; `width` floats per row, moved as float4 when vec4 (width, src_row, dst_row
-/// and the pointers then multiples of 4 floats). Up to kU loads are in flight per thread before
-/// their stores (the copies of a block overlap, not one round trip each).
+/// One array of ring rows to stage: row q of the source starts at src + q * src_row, of the copy at
+/// dst + q * dst_row; `units` per row, each 4 floats (vec4: the pointers and row strides then
+/// multiples of 4 floats) or 1.
+struct StageRegion {
+  float* dst;
+  const float* src;
+  int64_t src_row;
+  int dst_row, units;
+  bool vec4;
+};
+
+/// Copies the ring rows of three regions into shared memory: every physical row (all) or the live
+/// ones (physical rows of logical 0..hist-1). A thread issues up to kU loads, across the regions,
+/// before it stores any, so a block's records arrive in one round trip when each thread's share
+/// is <= kU units (not one round trip per region or per element).
 template <int kU>
-__device__ __forceinline__ void stage(float* dst, int dst_row, const float* src, int64_t src_row,
-                                      int width, bool vec4, int R, int origin, int hist, bool all,
-                                      int tid, int nthreads) {
-  const int w = vec4 ? width / 4 : width;  // units per row
-  const int total = (all ? R : hist) * w;
+__device__ __forceinline__ void stage(float* smem, const StageRegion& r0, const StageRegion& r1,
+                                      const StageRegion& r2, int R, int origin, int hist,
+                                      bool all, int tid, int nthreads) {
+  const int rows = all ? R : hist;
+  const int n0 = rows * r0.units, n1 = n0 + rows * r1.units, total = n1 + rows * r2.units;
 #pragma unroll 1
   for (int base = tid; base < total; base += kU * nthreads) {
     float4 v[kU];
-    int off_d[kU];
+    int off[kU];  // destination float offset from smem: >= 0 a float4, <= -2 a float at -off - 2
 #pragma unroll
     for (int i = 0; i < kU; ++i) {
       const int idx = base + i * nthreads;
-      off_d[i] = -1;
+      off[i] = -1;
       if (idx < total) {
-        const int j = idx / w;
-        const int e = idx - j * w;
+        const bool in0 = idx < n0, in1 = !in0 && idx < n1;
+        const StageRegion& g = in0 ? r0 : in1 ? r1 : r2;
+        const int local = idx - (in0 ? 0 : in1 ? n0 : n1);
+        const int j = local / g.units;
+        const int e = local - j * g.units;
         int q = all ? j : origin + j;
         if (q >= R) q -= R;
-        if (vec4) {
-          v[i] = *reinterpret_cast<const float4*>(src + q * src_row + 4 * e);
-          off_d[i] = q * dst_row + 4 * e;
+        const int dst = static_cast<int>(g.dst - smem) + q * g.dst_row;
+        if (g.vec4) {
+          v[i] = *reinterpret_cast<const float4*>(g.src + q * g.src_row + 4 * e);
+          off[i] = dst + 4 * e;
         } else {
-          v[i].x = src[q * src_row + e];
-          off_d[i] = q * dst_row + e;
+          v[i].x = g.src[q * g.src_row + e];
+          off[i] = -(dst + e) - 2;
         }
       }
     }
 #pragma unroll
     for (int i = 0; i < kU; ++i) {
-      if (off_d[i] < 0) continue;
-      if (vec4)
-        *reinterpret_cast<float4*>(dst + off_d[i]) = v[i];
-      else
-        dst[off_d[i]] = v[i].x;
+      if (off[i] >= 0)
+        *reinterpret_cast<float4*>(smem + off[i]) = v[i];
+      else if (off[i] <= -2)
+        smem[-off[i] - 2] = v[i].x;
     }
   }
 }
@@ -130,10 +143,10 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
   };
   // Stage the records: every physical row with prefetch (no wait for the cursor), else the live
   // ones. k^ rows of the key head, g of the value head, u of the block's rows.
-  const bool all = p.prefetch_ring;
-  stage<4>(sK, K, ringk, K, K, true, R, origin, h, all, tid, nthreads);
-  stage<4>(sG, GW, ringg, GW, GW, KDA, R, origin, h, all, tid, nthreads);
-  stage<4>(sU, rpb, ringu, p.V, x.nrows, u_vec4, R, origin, h, all, tid, nthreads);
+  stage<8>(smem, StageRegion{sK, ringk, K, K, K / 4, true},
+           StageRegion{sG, ringg, GW, GW, KDA ? GW / 4 : 1, KDA},
+           StageRegion{sU, ringu, p.V, rpb, u_vec4 ? x.nrows / 4 : x.nrows, u_vec4}, R, origin, h,
+           p.prefetch_ring, tid, nthreads);
   // The token's gate goes to row R of sG (the row group of lanes 0..LPR-1 holds every column once).
   if constexpr (KDA) {
     if (tid < LPR) {
