@@ -103,7 +103,7 @@ class ReplayRun {
   ReplayRun(const Case& c, uint64_t seed)
       : c_(with_pool(c)), rng_(seed), layer_(c_.s, rng_), pool_(c_.s, c_.s.ring.rows(), rng_) {
     const std::vector<int32_t> slots = pick_slots(rng_, pool_.slots, c.seqs);
-    for (int i = 0; i < c.seqs; ++i) seqs_.push_back(start(slots[i]));
+    for (int i = 0; i < c.seqs; ++i) seqs_.push_back(start(slots[i], i == 0));
     EXPECT_TRUE(pool_.guards_intact()) << "guards after the start";
   }
 
@@ -112,11 +112,12 @@ class ReplayRun {
 
   /// One replay step over a random subset of the sequences plus pad rows; every check; commit.
   void step() {
+    const bool first = steps_ == 0;
     SCOPED_TRACE("step " + std::to_string(steps_++));
     const GpuCfg& s = c_.s;
-    std::vector<int> order;
+    std::vector<int> order;  // every sequence in the first step, then a random subset
     for (int i = 0; i < c_.seqs; ++i)
-      if (rng_.uniform(0, 1) < 0.85) order.push_back(i);
+      if (first || rng_.uniform(0, 1) < 0.85) order.push_back(i);
     if (order.empty()) order.push_back(0);
     for (int i = 0; i < c_.pads; ++i) order.push_back(-1);
     rng_.shuffle(order);
@@ -186,8 +187,9 @@ class ReplayRun {
 
  private:
   /// A sequence in `slot`: reset (gdn::reset_slots + device reset), or a random checkpoint,
-  /// ring and cursor. Ring rows outside the live window are NaN either way.
-  Seq start(int32_t slot) {
+  /// ring and cursor (`full`: a full ring, h = L - 1, so that the first step flushes even in
+  /// short runs). Ring rows outside the live window are NaN either way.
+  Seq start(int32_t slot, bool full) {
     const GpuCfg& s = c_.s;
     const Shape& sh = s.shape;
     Seq q;
@@ -202,7 +204,7 @@ class ReplayRun {
         q.rs.S0[i] = S[slot * pool_.state_per_slot() + i] =
             cuda_test::round_to(s.state, rng_.normal(0, 1));
       Cursor cu;
-      cu.h = static_cast<int32_t>(rng_.integer(0, s.ring.L - 1));
+      cu.h = full ? s.ring.L - 1 : static_cast<int32_t>(rng_.integer(0, s.ring.L - 1));
       cu.origin = static_cast<int32_t>(rng_.integer(0, s.ring.L - 1));
       cu.is_flush = cu.h + 2 > s.ring.L;
       q.rs.cursor = cu;
@@ -300,7 +302,7 @@ void run_replay(const Case& c, uint64_t seed) {
     if (::testing::Test::HasFailure()) return;  // one failing step is enough to read
   }
   // A run that never exercised both branches proves less than it claims.
-  if (c.s.ring.L > 1 && c.steps >= 2 * c.s.ring.L) {
+  if (c.random_start || c.steps >= 2 * c.s.ring.L) {
     EXPECT_GT(run.flushes(), 0) << "no flush row";
   }
   if (c.s.ring.L > 1) {
