@@ -63,9 +63,8 @@ double y_tol(DType in) { return kTol.y + (in == kBF16 ? kBf16Out : 0.0); }
 
 /// Whether anything of `slot`'s ring rows but physical row `row` differs between two snapshots
 /// of ring buffer k (units rows of `per_row` floats per slot and row).
-bool other_rows_changed(const DevPool& pool, const DevPool::Snapshot& a,
-                        const DevPool::Snapshot& b, int k, int64_t slot, int64_t units,
-                        int64_t per_row, int64_t row) {
+bool other_rows_changed(const DevPool& pool, const DevPool::Snapshot& a, const DevPool::Snapshot& b,
+                        int k, int64_t slot, int64_t units, int64_t per_row, int64_t row) {
   const size_t es = sizeof(float);
   for (int64_t un = 0; un < units; ++un)
     for (int64_t r = 0; r < pool.R; ++r) {
@@ -389,14 +388,15 @@ TEST(GdnCuda, ConventionalMatchesOracleAllDtypesSmall) {
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
     for (DType in : {kF32, kBF16})
       for (DType st : {kF32, kF16, kBF16})
-        for (int rpt : {2, 8}) {
-          Case c = make_case(kGpuSmall, gate, in, st, 1);
-          c.s.beta_bf16 = in == kBF16 && st != kF16;
-          c.s.plan.rows_per_thread = rpt;
-          c.steps = 4;
-          run_conventional(c, seed_for(11001));
-          if (::testing::Test::HasFailure()) return;
-        }
+        for (int rpt : {2, 8})
+          for (int bulk : {0, 1}) {
+            Case c = make_case(kGpuSmall, gate, in, st, 1);
+            c.s.beta_bf16 = in == kBF16 && st != kF16;
+            c.s.plan.rows_per_thread = rpt, c.s.plan.bulk_copy = bulk;
+            c.steps = 4;
+            run_conventional(c, seed_for(11001));
+            if (::testing::Test::HasFailure()) return;
+          }
 }
 
 TEST(GdnCuda, ConventionalMatchesOracleRealAndOddShapes) {
@@ -405,14 +405,15 @@ TEST(GdnCuda, ConventionalMatchesOracleRealAndOddShapes) {
     Shape shape;
     Gate gate;
   };
-  for (const ShapeGate& sg : {ShapeGate{kOdd, Gate::kScalar}, ShapeGate{kOdd, Gate::kChannel},
-                              ShapeGate{kQwen4B, Gate::kScalar},
-                              ShapeGate{kQwen122B, Gate::kScalar},
-                              ShapeGate{kKimi, Gate::kChannel}}) {
+  for (const ShapeGate& sg :
+       {ShapeGate{kOdd, Gate::kScalar}, ShapeGate{kOdd, Gate::kChannel},
+        ShapeGate{kQwen4B, Gate::kScalar}, ShapeGate{kQwen122B, Gate::kScalar},
+        ShapeGate{kKimi, Gate::kChannel}}) {
     Case c = make_case(sg.shape, sg.gate, kBF16, kF32, 1);
     c.seqs = 3, c.pads = 2, c.steps = 2, c.s.beta_bf16 = true;
     run_conventional(c, seed_for(11002));
     c.s.plan.rows_per_thread = 1, c.s.plan.rows_per_block = 8;  // many small blocks
+    c.s.plan.bulk_copy = 1;
     c.s.state = kBF16, c.s.dtype = kF32, c.s.beta_bf16 = false;
     run_conventional(c, seed_for(11003));
     if (::testing::Test::HasFailure()) return;
@@ -441,14 +442,15 @@ TEST(GdnCuda, ReplayMatchesOracleAllDtypesRoutesSmall) {
     for (DType in : {kF32, kBF16})
       for (DType st : {kF32, kF16, kBF16})
         for (cg::Route route : {cg::Route::kOutputOnly, cg::Route::kStateAndOutput})
-          for (int prefetch : {0, 1}) {
-            Case c = make_case(kGpuSmall, gate, in, st, 4);
-            c.s.beta_bf16 = prefetch == 1;
-            c.s.plan.route = route, c.s.plan.prefetch_ring = prefetch;
-            c.steps = 10;
-            run_replay(c, seed_for(12001));
-            if (::testing::Test::HasFailure()) return;
-          }
+          for (int prefetch : {0, 1})
+            for (int bulk : {0, 1}) {
+              Case c = make_case(kGpuSmall, gate, in, st, 4);
+              c.s.beta_bf16 = prefetch == 1;
+              c.s.plan.route = route, c.s.plan.prefetch_ring = prefetch, c.s.plan.bulk_copy = bulk;
+              c.steps = 10;
+              run_replay(c, seed_for(12001));
+              if (::testing::Test::HasFailure()) return;
+            }
 }
 
 TEST(GdnCuda, ReplayPlansRowSplitsAndRingLengths) {
@@ -464,6 +466,7 @@ TEST(GdnCuda, ReplayPlansRowSplitsAndRingLengths) {
         // with 1 or 2 rows per thread; the last block partial.
         c.s.plan.rows_per_block = L % 2 ? 6 : 12;
         c.s.plan.rows_per_thread = L % 2 ? 2 : 1;
+        c.s.plan.bulk_copy = L >= 8 ? 1 : 0;
         run_replay(c, seed_for(12002));
         if (::testing::Test::HasFailure()) return;
       }
@@ -476,7 +479,8 @@ TEST(GdnCuda, ReplayMatchesOracleOddShape) {
       for (int prefetch : {0, 1}) {
         Case c = make_case(kOdd, gate, kBF16, prefetch ? kF16 : kF32, 8);
         c.steps = 5, c.seqs = 4, c.random_start = true;
-        c.s.plan.route = route, c.s.plan.prefetch_ring = prefetch;
+        c.s.plan.route = route, c.s.plan.prefetch_ring = prefetch,
+        c.s.plan.bulk_copy = 1 - prefetch;
         run_replay(c, seed_for(12003));
         if (::testing::Test::HasFailure()) return;
       }
@@ -488,15 +492,15 @@ TEST(GdnCuda, ReplayMatchesOracleRealShapes) {
     Shape shape;
     Gate gate;
   };
-  for (const ShapeGate& sg : {ShapeGate{kQwen4B, Gate::kScalar},
-                              ShapeGate{kQwen122B, Gate::kScalar},
-                              ShapeGate{kKimi, Gate::kChannel}})
+  for (const ShapeGate& sg :
+       {ShapeGate{kQwen4B, Gate::kScalar}, ShapeGate{kQwen122B, Gate::kScalar},
+        ShapeGate{kKimi, Gate::kChannel}})
     for (cg::Route route : {cg::Route::kOutputOnly, cg::Route::kStateAndOutput}) {
       Case c = make_case(sg.shape, sg.gate, kBF16, kF32, 16);
       c.steps = 3, c.seqs = 3, c.pads = 2, c.random_start = true, c.s.beta_bf16 = true;
       c.s.plan.route = route;
       run_replay(c, seed_for(12004));
-      c.s.state = kBF16, c.s.plan.prefetch_ring = 1, c.s.ring.L = 8;
+      c.s.state = kBF16, c.s.plan.prefetch_ring = 1, c.s.plan.bulk_copy = 1, c.s.ring.L = 8;
       run_replay(c, seed_for(12005));
       if (::testing::Test::HasFailure()) return;
     }

@@ -81,14 +81,11 @@ TEST(GdnCudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
     Gate gate;
     DType in, state;
   };
-  const Combo combos[] = {{kGpuSmall, Gate::kScalar, kF32, kF32},
-                          {kGpuSmall, Gate::kChannel, kBF16, kF32},
-                          {kGpuSmall, Gate::kScalar, kF32, kF16},
-                          {kGpuSmall, Gate::kChannel, kBF16, kBF16},
-                          {kOdd, Gate::kScalar, kBF16, kF32},
-                          {kOdd, Gate::kChannel, kF32, kF16},
-                          {kQwen4B, Gate::kScalar, kBF16, kF32},
-                          {kKimi, Gate::kChannel, kBF16, kBF16}};
+  const Combo combos[] = {
+      {kGpuSmall, Gate::kScalar, kF32, kF32}, {kGpuSmall, Gate::kChannel, kBF16, kF32},
+      {kGpuSmall, Gate::kScalar, kF32, kF16}, {kGpuSmall, Gate::kChannel, kBF16, kBF16},
+      {kOdd, Gate::kScalar, kBF16, kF32},     {kOdd, Gate::kChannel, kF32, kF16},
+      {kQwen4B, Gate::kScalar, kBF16, kF32},  {kKimi, Gate::kChannel, kBF16, kBF16}};
   for (const Combo& cb : combos)
     for (cg::Route route : {cg::Route::kOutputOnly, cg::Route::kStateAndOutput})
       for (int prefetch : {0, 1}) {
@@ -110,15 +107,16 @@ TEST(GdnCudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
           replayssm::reset(cur, rows);  // cursors only: h = 0, is_flush = 1
           cuda::device_synchronize();
         }
-        cg::Plan plan;
-        plan.route = route, plan.prefetch_ring = prefetch;
+        cg::Plan plan, conv_plan;  // the tile transports differ, the arithmetic must not
+        plan.route = route, plan.prefetch_ring = prefetch, plan.bulk_copy = prefetch;
+        conv_plan.bulk_copy = 1 - prefetch;
         for (int step = 0; step < 3; ++step) {
           const Batch batch(s, rng, slots, 2);
           DevStep a(s, batch.size()), b(s, batch.size());
           a.put(batch.ptrs, batch.ids), b.put(batch.ptrs, batch.ids);
           a.y.poison(), b.y.poison();
           gdn::Cache ca = conv.cache(), cr = rep.cache();
-          cg::conventional_step(layer.layer, ca, a.tokens(), a.rows(s.pad), a.y.view());
+          cg::conventional_step(layer.layer, ca, a.tokens(), a.rows(s.pad), a.y.view(), conv_plan);
           cg::replay_step(layer.layer, cr, rep.cursors(), b.tokens(), b.rows(s.pad), b.y.view(),
                           plan);
           cuda::device_synchronize();
@@ -161,15 +159,20 @@ TEST(GdnCudaInvariants, RepeatedLaunchesAreBitIdentical) {
       bool conventional;
       cg::Plan plan;
     };
-    std::vector<Variant> variants = {{"conventional", true, {}}, {"replay auto", false, {}}};
+    cg::Plan bulk;
+    bulk.bulk_copy = 1;
+    std::vector<Variant> variants = {{"conventional", true, {}},
+                                     {"conventional, bulk copies", true, bulk},
+                                     {"replay auto", false, {}}};
     for (cg::Route r : {cg::Route::kOutputOnly, cg::Route::kStateAndOutput})
       for (int prefetch : {0, 1})
         for (int rpt : {1, 8}) {
           cg::Plan p;
           p.route = r, p.prefetch_ring = prefetch, p.rows_per_thread = rpt;
+          p.bulk_copy = rpt == 8;
           variants.push_back({std::string(cg::route_name(r)) + ", prefetch " +
                                   std::to_string(prefetch) + ", rows/thread " +
-                                  std::to_string(rpt),
+                                  std::to_string(rpt) + ", bulk " + std::to_string(p.bulk_copy),
                               false, p});
         }
     for (const Variant& v : variants) {
@@ -229,10 +232,12 @@ TEST(GdnCudaInvariants, OneCapturedGraphServesEveryMixOfRows) {
     sg.put(shape_of_batch.ptrs, shape_of_batch.ids);  // ids before capture
     cuda::device_synchronize();
     cuda::begin_capture(stream);
+    cg::Plan plan;  // KDA with bulk tile copies (as captured work), GDN with cp.async
+    plan.bulk_copy = gate == Gate::kChannel;
     {
       gdn::Cache cache = graphed.cache();
       RingCursors cur = graphed.cursors();
-      cg::replay_step(layer.layer, cache, cur, sg.tokens(), rows_g, sg.y.view());
+      cg::replay_step(layer.layer, cache, cur, sg.tokens(), rows_g, sg.y.view(), plan);
       replayssm::commit(cur, rows_g, acc_g.view());
     }
     void* graph = cuda::end_capture(stream);
@@ -249,7 +254,7 @@ TEST(GdnCudaInvariants, OneCapturedGraphServesEveryMixOfRows) {
       gdn::Cache cache = eager.cache();
       Rows rows_e = se.rows(s.pad);
       rows_e.stream = stream;
-      cg::replay_step(layer.layer, cache, eager.cursors(), se.tokens(), rows_e, se.y.view());
+      cg::replay_step(layer.layer, cache, eager.cursors(), se.tokens(), rows_e, se.y.view(), plan);
       commit_step(eager, batch.ids, s.pad, stream);
       cuda::graph_launch(graph, stream);
       cuda::stream_synchronize(stream);
@@ -306,9 +311,9 @@ TEST(GdnCudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     DevPool p(s32, 4, r2);
     DevStep st32(s32, 1);
     gdn::Cache c = p.cache();
-    EXPECT_THROW(cg::replay_step(l32.layer, c, p.cursors(), st32.tokens(), st32.rows(-1),
-                                 st32.y.view()),
-                 UnsupportedError);
+    EXPECT_THROW(
+        cg::replay_step(l32.layer, c, p.cursors(), st32.tokens(), st32.rows(-1), st32.y.view()),
+        UnsupportedError);
     EXPECT_THROW(cg::conventional_step(l32.layer, c, st32.tokens(), st32.rows(-1), st32.y.view()),
                  UnsupportedError);
   }
@@ -401,15 +406,17 @@ TEST(GdnCudaErrors, UncheckedOutOfRangeIdsArePadRows) {
     DevStep st(s, 3);
     st.put({&t0, &t1, &t2}, {-7, 2, 1 << 20});  // two ids outside [0, 8), none the pad id
     for (bool conventional : {false, true}) {
+      cg::Plan plan;
+      plan.bulk_copy = gate == Gate::kChannel;
       st.y.poison();
       const DevPool::Snapshot snap = pool.snapshot();
       Rows rows = st.rows(-1);
       rows.check_device_ids = false;
       gdn::Cache cache = pool.cache();
       if (conventional)
-        cg::conventional_step(layer.layer, cache, st.tokens(), rows, st.y.view());
+        cg::conventional_step(layer.layer, cache, st.tokens(), rows, st.y.view(), plan);
       else
-        cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), rows, st.y.view());
+        cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), rows, st.y.view(), plan);
       cuda::device_synchronize();
       const std::vector<double> y = st.y.values();
       const int64_t n = s.shape.HV * s.shape.V;

@@ -35,6 +35,7 @@ struct LongCase {
   int L;
   cg::Route route;
   int prefetch = 0;
+  int bulk = 0;  ///< tile transport of both kernels
   int steps = 2000;
 };
 
@@ -47,7 +48,7 @@ struct Stream {
 void run_long(const LongCase& lc, uint64_t seed) {
   GpuCfg s = make_setup(kGpuSmall, lc.gate, lc.in, lc.state, lc.L, 9);
   s.beta_bf16 = lc.in == kBF16;
-  s.plan.route = lc.route, s.plan.prefetch_ring = lc.prefetch;
+  s.plan.route = lc.route, s.plan.prefetch_ring = lc.prefetch, s.plan.bulk_copy = lc.bulk;
   SCOPED_TRACE(s.describe() + ", seed " + std::to_string(seed));
   Rng rng(seed);
   const DevLayer layer(s, rng);
@@ -92,7 +93,7 @@ void run_long(const LongCase& lc, uint64_t seed) {
       st->y.poison();
     }
     gdn::Cache cc = conv.cache(), cr = rep.cache();
-    cg::conventional_step(layer.layer, cc, stc.tokens(), stc.rows(s.pad), stc.y.view());
+    cg::conventional_step(layer.layer, cc, stc.tokens(), stc.rows(s.pad), stc.y.view(), s.plan);
     cg::replay_step(layer.layer, cr, rep.cursors(), str.tokens(), str.rows(s.pad), str.y.view(),
                     s.plan);
     commit_step(rep, ids, s.pad);
@@ -137,8 +138,7 @@ void run_long(const LongCase& lc, uint64_t seed) {
   EXPECT_TRUE(conv.guards_intact() && rep.guards_intact() && stc.guards_intact() &&
               str.guards_intact() && layer.guards_intact());
   std::printf("[ gdn cuda ] %s: %d steps, %lld flushes, max err y %.2e checkpoint %.2e\n",
-              s.describe().c_str(), lc.steps, static_cast<long long>(flushes), worst_y,
-              worst_ckpt);
+              s.describe().c_str(), lc.steps, static_cast<long long>(flushes), worst_y, worst_ckpt);
 }
 
 TEST(GdnCudaLong, TwoThousandStepsAcrossFlushesEqualConventional) {
@@ -146,8 +146,8 @@ TEST(GdnCudaLong, TwoThousandStepsAcrossFlushesEqualConventional) {
   const uint64_t seed = test_seed(14001);
   run_long({Gate::kScalar, kBF16, kF32, 8, cg::Route::kOutputOnly}, seed);
   run_long({Gate::kScalar, kF32, kF32, 5, cg::Route::kStateAndOutput, 1}, seed + 1);
-  run_long({Gate::kChannel, kBF16, kF32, 16, cg::Route::kOutputOnly}, seed + 2);
-  run_long({Gate::kChannel, kF32, kF32, 3, cg::Route::kStateAndOutput, 1}, seed + 3);
+  run_long({Gate::kChannel, kBF16, kF32, 16, cg::Route::kOutputOnly, 0, 1}, seed + 2);
+  run_long({Gate::kChannel, kF32, kF32, 3, cg::Route::kStateAndOutput, 1, 1}, seed + 3);
 }
 
 TEST(GdnCudaLong, SixteenBitCheckpointsRoundOncePerFlushOverTwoThousandSteps) {
@@ -156,7 +156,7 @@ TEST(GdnCudaLong, SixteenBitCheckpointsRoundOncePerFlushOverTwoThousandSteps) {
   run_long({Gate::kScalar, kBF16, kF16, 16, cg::Route::kOutputOnly}, seed);
   run_long({Gate::kScalar, kBF16, kBF16, 16, cg::Route::kOutputOnly, 1}, seed + 1);
   run_long({Gate::kChannel, kBF16, kBF16, 8, cg::Route::kOutputOnly}, seed + 2);
-  run_long({Gate::kChannel, kF32, kF16, 16, cg::Route::kStateAndOutput}, seed + 3);
+  run_long({Gate::kChannel, kF32, kF16, 16, cg::Route::kStateAndOutput, 0, 1}, seed + 3);
 }
 
 }  // namespace

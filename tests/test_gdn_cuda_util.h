@@ -50,7 +50,7 @@ struct GpuCfg : gdnt::Cfg {
 };
 
 inline GpuCfg make_setup(const Shape& shape, Gate gate, DType in, DType state, int L,
-                        int64_t slots) {
+                         int64_t slots) {
   GpuCfg s;
   s.shape = shape, s.gate = gate, s.dtype = in, s.state = state;
   s.ring = RingConfig{L, 1, RingMode::kDecode};
@@ -66,8 +66,9 @@ struct DevLayer {
   gdn::Layer layer;
   DevLayer(const GpuCfg& s, Rng& rng)
       : A_log(kF32, {s.shape.HV}, 151),
-        dt_bias(kF32, s.kda() ? std::vector<int64_t>{s.shape.HV, s.shape.K}
-                              : std::vector<int64_t>{s.shape.HV},
+        dt_bias(kF32,
+                s.kda() ? std::vector<int64_t>{s.shape.HV, s.shape.K}
+                        : std::vector<int64_t>{s.shape.HV},
                 152) {
     ref.H = s.shape.H, ref.HV = s.shape.HV, ref.K = s.shape.K, ref.V = s.shape.V;
     ref.kda = s.kda();
@@ -96,7 +97,7 @@ struct DevPool {
   int64_t slots, R, gw;
   DeviceBuffer state, ring_u, ring_k, ring_g, origin, h, flush;
   static constexpr int kBuffers = 7;
-  static constexpr const char* kNames[kBuffers] = {"state", "ring_u", "ring_k", "ring_g",
+  static constexpr const char* kNames[kBuffers] = {"state",  "ring_u", "ring_k",  "ring_g",
                                                    "origin", "h",      "is_flush"};
 
   DevPool(const GpuCfg& setup, int64_t R_, Rng& rng)
@@ -107,8 +108,9 @@ struct DevPool {
         state(setup.state, {slots, setup.shape.HV, setup.shape.V, setup.shape.K}, 161),
         ring_u(kF32, {slots, setup.shape.HV, R_, setup.shape.V}, 162),
         ring_k(kF32, {slots, setup.shape.H, R_, setup.shape.K}, 163),
-        ring_g(kF32, setup.kda() ? std::vector<int64_t>{slots, setup.shape.HV, R_, setup.shape.K}
-                                 : std::vector<int64_t>{slots, setup.shape.HV, R_},
+        ring_g(kF32,
+               setup.kda() ? std::vector<int64_t>{slots, setup.shape.HV, R_, setup.shape.K}
+                           : std::vector<int64_t>{slots, setup.shape.HV, R_},
                164),
         origin(DType::kI32, {slots}, 165),
         h(DType::kI32, {slots}, 166),
@@ -203,9 +205,11 @@ struct DevPool {
   void put_record(std::vector<double>& u, std::vector<double>& k, std::vector<double>& g,
                   int64_t slot, int64_t row, const ref::GdnRecord& rec) const {
     for (int64_t vh = 0; vh < s.shape.HV; ++vh)
-      for (int64_t r = 0; r < s.shape.V; ++r) u[u_at(slot, vh, row) + r] = rec.u[vh * s.shape.V + r];
+      for (int64_t r = 0; r < s.shape.V; ++r)
+        u[u_at(slot, vh, row) + r] = rec.u[vh * s.shape.V + r];
     for (int64_t kh = 0; kh < s.shape.H; ++kh)
-      for (int64_t c = 0; c < s.shape.K; ++c) k[k_at(slot, kh, row) + c] = rec.k[kh * s.shape.K + c];
+      for (int64_t c = 0; c < s.shape.K; ++c)
+        k[k_at(slot, kh, row) + c] = rec.k[kh * s.shape.K + c];
     for (int64_t vh = 0; vh < s.shape.HV; ++vh)
       for (int64_t i = 0; i < gw; ++i) g[g_at(slot, vh, row) + i] = rec.g[vh * gw + i];
   }

@@ -1,5 +1,3 @@
-#include "cuda/common/zero_slots.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -8,6 +6,7 @@
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/rows.h"
+#include "cuda/common/zero_slots.h"
 
 namespace replayssm::cuda {
 namespace {

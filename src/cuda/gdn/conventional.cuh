@@ -1,21 +1,24 @@
 // The conventional GDN/KDA decode step: read the state, update it, write it back, y = S q^.
 // Bandwidth-bound from small batches on. A block owns rows [r0, r0 + rows_per_block) of the V x K
-// state of one (batch row, value head). Every state chunk of a thread (up to kMaxRowsPerThread
-// rows) is requested at once with 16-byte cp.async copies into the thread's own part of a
-// shared-memory tile (one copy group per row, no registers held, no barrier); the token is
-// prepared while they fly, and each row is updated and streamed back as soon as its group has
-// landed. Grid: x = value head * nsplit + split, y = batch row.
+// state of one (batch row, value head). Every state row of a warp (up to kMaxRowsPerThread passes)
+// is requested at once into the block's shared-memory tile (TileRows: per-thread cp.async or one
+// bulk copy per pass; no registers held, no block barrier); the token is prepared while they fly,
+// and each pass is updated and streamed back as soon as it has landed.
+// Grid: x = value head * nsplit + split, y = batch row.
 #pragma once
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/gdn/params.h"
 #include "cuda/gdn/step_math.cuh"
 
 namespace replayssm::cuda::gdn {
 
-/// Block coordinates shared by the kernels.
+/// Block coordinates shared by the kernels. A warp owns rows_per_thread passes of kRowsPerWarp
+/// consecutive rows (warp-contiguous, so that a pass is one contiguous run of the state); the
+/// lanes of row group lane / LPR take one row per pass.
 struct BlockRows {
-  int split, vh, b, r0, nrows, lane, lr, grp, pass;
+  int split, vh, b, r0, nrows, lane, lr, warp, grp, pass, wrow0;
   template <class Lay>
   __device__ __forceinline__ static BlockRows of(const StepParams& p) {
     BlockRows x;
@@ -26,12 +29,113 @@ struct BlockRows {
     x.nrows = min(p.rows_per_block, p.V - x.r0);
     x.lane = threadIdx.x & 31;
     x.lr = x.lane % Lay::kLanesPerRow;
-    x.grp = (threadIdx.x >> 5) * Lay::kRowsPerWarp + x.lane / Lay::kLanesPerRow;  // row group
-    x.pass = (blockDim.x >> 5) * Lay::kRowsPerWarp;                                // groups
+    x.warp = threadIdx.x >> 5;
+    x.grp = x.warp * Lay::kRowsPerWarp + x.lane / Lay::kLanesPerRow;  // row group of the block
+    x.pass = (blockDim.x >> 5) * Lay::kRowsPerWarp;                   // row groups of the block
+    x.wrow0 = x.warp * Lay::kRowsPerWarp * p.rows_per_thread;         // first row of the warp
     return x;
   }
-  /// Row i of this thread (valid when < nrows).
-  __device__ __forceinline__ int row(int i) const { return grp + i * pass; }
+};
+
+/// The block's rows of a head's state (checkpoint) in a shared-memory tile [rows_per_block][K]:
+/// requested all at once, waited for pass by pass, written back pass by pass. Two ways to move
+/// them (StepParams::bulk_copy): per-thread 16-byte cp.async copies (one group per pass) and
+/// streaming 16-byte stores from registers; or one bulk copy per pass issued by lane 0 and
+/// completing on the pass's mbarrier, the updated rows written back into the tile and streamed
+/// out by one bulk store per pass. Every member but row() must be called by all lanes of a warp.
+template <class TState, class Lay>
+struct TileRows {
+  static constexpr int K = Lay::kChunks * Lay::kVec;
+  static constexpr int RPW = Lay::kRowsPerWarp;
+  TState* tile;    // shared memory
+  TState* S;       // global: row 0 of the block
+  uint64_t* bars;  // this warp's barriers, one per pass (bulk)
+  bool bulk;
+  int rpt;
+
+  __device__ __forceinline__ int row(const BlockRows& x, int i) const {
+    return x.wrow0 + i * RPW + x.lane / Lay::kLanesPerRow;
+  }
+  __device__ __forceinline__ int pass_first(const BlockRows& x, int i) const {
+    return x.wrow0 + i * RPW;
+  }
+  __device__ __forceinline__ int pass_rows(const BlockRows& x, int i) const {
+    return max(0, min(RPW, x.nrows - pass_first(x, i)));
+  }
+  __device__ __forceinline__ uint32_t pass_bytes(const BlockRows& x, int i) const {
+    return static_cast<uint32_t>(pass_rows(x, i) * K * static_cast<int>(sizeof(TState)));
+  }
+
+  /// Requests every row of this thread (cp.async) or warp (bulk). cp.async always commits
+  /// kMaxRowsPerThread groups (the unused ones empty) so that pass i has landed after
+  /// cp_async_wait_upto(kMaxRowsPerThread - 1 - i).
+  __device__ __forceinline__ void request(const BlockRows& x) {
+    if (bulk) {
+      if (x.lane == 0) {
+        for (int i = 0; i < rpt; ++i) mbar_init(&bars[i], 1);
+        for (int i = 0; i < rpt; ++i) {
+          const uint32_t bytes = pass_bytes(x, i);
+          if (bytes == 0) break;
+          const int64_t first = static_cast<int64_t>(pass_first(x, i)) * K;
+          mbar_arrive_expect_tx(&bars[i], bytes);
+          bulk_load(tile + first, S + first, bytes, &bars[i]);
+        }
+      }
+      __syncwarp();  // the barriers are initialised before any lane waits on them
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxRowsPerThread; ++i) {
+      const int r = row(x, i);
+      if (i < rpt && r < x.nrows) {
+#pragma unroll
+        for (int c = 0; c < Lay::kChunksPerLane; ++c)
+          cp_async16(tile + r * K + Lay::col(c, x.lr),
+                     S + static_cast<int64_t>(r) * K + Lay::col(c, x.lr));
+      }
+      cp_async_commit();
+    }
+  }
+
+  /// Waits until pass i (i a compile-time constant in an unrolled loop) has landed.
+  __device__ __forceinline__ void wait(const BlockRows& x, int i) {
+    if (bulk) {
+      if (pass_rows(x, i) > 0) mbar_wait(&bars[i], 0);
+    } else {
+      cp_async_wait_upto(kMaxRowsPerThread - 1 - i);
+    }
+  }
+
+  /// Writes this lane's updated chunks of pass i's row back (valid rows only).
+  __device__ __forceinline__ void store(const BlockRows& x, int i, bool valid, const float* s) {
+    const int r = row(x, i);
+    if (!bulk) {
+      if (valid) store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, x.lr, s);
+      return;
+    }
+    if (valid) {
+#pragma unroll
+      for (int c = 0; c < Lay::kChunksPerLane; ++c) {
+        detail::Pack<TState, Lay::kVec> pk;
+#pragma unroll
+        for (int v = 0; v < Lay::kVec; ++v) pk.e[v] = from_f32<TState>(s[c * Lay::kVec + v]);
+        *reinterpret_cast<uint4*>(tile + r * K + Lay::col(c, x.lr)) = pk.raw;
+      }
+      fence_proxy_async_smem();
+    }
+    __syncwarp();
+    const uint32_t bytes = pass_bytes(x, i);
+    if (x.lane == 0 && bytes > 0) {
+      const int64_t first = static_cast<int64_t>(pass_first(x, i)) * K;
+      bulk_store(S + first, tile + first, bytes);
+      bulk_commit();
+    }
+  }
+
+  /// Before the block may exit: bulk stores have finished reading the tile.
+  __device__ __forceinline__ void finish(const BlockRows& x) {
+    if (bulk && x.lane == 0) bulk_wait_read_all();
+  }
 };
 
 /// Pad rows (ids outside [0, slots)): nothing read or written but y = 0.
@@ -40,34 +144,15 @@ __device__ __forceinline__ void zero_rows(TIn* y, int nrows) {
   for (int r = threadIdx.x; r < nrows; r += blockDim.x) y[r] = from_f32<TIn>(0.0f);
 }
 
-/// Requests this thread's rows of a head's state (rows_per_thread of them) into the tile, one
-/// cp.async group per row; always commits kMaxRowsPerThread groups (the unused ones empty) so
-/// that row i has landed after cp_async_wait_upto(kMaxRowsPerThread - 1 - i).
-template <class TState, class Lay>
-__device__ __forceinline__ void request_rows(TState* tile, const TState* S, const BlockRows& x,
-                                             int rpt) {
-  constexpr int K = Lay::kChunks * Lay::kVec;
-#pragma unroll
-  for (int i = 0; i < kMaxRowsPerThread; ++i) {
-    const int r = x.row(i);
-    if (i < rpt && r < x.nrows) {
-#pragma unroll
-      for (int c = 0; c < Lay::kChunksPerLane; ++c)
-        cp_async16(tile + r * K + Lay::col(c, x.lr),
-                   S + static_cast<int64_t>(r) * K + Lay::col(c, x.lr));
-    }
-    cp_async_commit();
-  }
-}
-
 /// v of this thread's rows (0 past the block).
-template <class TIn>
-__device__ __forceinline__ void load_v(const StepParams& p, const BlockRows& x, float* vv) {
-  const TIn* v = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(x.b) * p.HV + x.vh) * p.V +
-                 x.r0;
+template <class TIn, class Tile>
+__device__ __forceinline__ void load_v(const StepParams& p, const BlockRows& x, const Tile& tile,
+                                       float* vv) {
+  const TIn* v =
+      static_cast<const TIn*>(p.v) + (static_cast<int64_t>(x.b) * p.HV + x.vh) * p.V + x.r0;
 #pragma unroll
   for (int i = 0; i < kMaxRowsPerThread; ++i) {
-    const int r = x.row(i);
+    const int r = tile.row(x, i);
     vv[i] = (i < p.rows_per_thread && r < x.nrows) ? to_f32(v[r]) : 0.0f;
   }
 }
@@ -80,29 +165,30 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
   TIn* y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(x.b) * p.HV + x.vh) * p.V + x.r0;
   const int slot = p.slot_ids[x.b];
   if (slot < 0 || slot >= p.slots) return zero_rows(y, x.nrows);
-  TState* S = static_cast<TState*>(p.state) +
-              ((static_cast<int64_t>(slot) * p.HV + x.vh) * p.V + x.r0) * K;
   extern __shared__ __align__(16) float conv_smem[];
-  TState* tile = reinterpret_cast<TState*>(conv_smem);  // [rows_per_block][K]
-  request_rows<TState, Lay>(tile, S, x, p.rows_per_thread);
+  __shared__ uint64_t bars[kMaxThreads / 32][kMaxRowsPerThread];
+  TileRows<TState, Lay> tile{
+      reinterpret_cast<TState*>(conv_smem),
+      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.HV + x.vh) * p.V + x.r0) * K,
+      bars[x.warp], p.bulk_copy, p.rows_per_thread};
+  tile.request(x);
   Tok t;
   t.load(p, x.b, x.vh, x.lr);
   float vv[kMaxRowsPerThread];
-  load_v<TIn>(p, x, vv);
+  load_v<TIn>(p, x, tile, vv);
 #pragma unroll
   for (int i = 0; i < kMaxRowsPerThread; ++i) {
     if (i >= p.rows_per_thread) break;  // uniform over the block
-    const int r = x.row(i);
+    const int r = tile.row(x, i);
     const bool valid = r < x.nrows;
-    cp_async_wait_upto(kMaxRowsPerThread - 1 - i);  // groups 0..i have landed
+    tile.wait(x, i);
     float s[Tok::COLS];
-    tile_row<TState, Lay>(tile, r, x.lr, valid, s);
+    tile_row<TState, Lay>(tile.tile, r, x.lr, valid, s);
     const float2 yu = delta_rule_row(s, t, vv[i]);
-    if (valid) {
-      if (x.lr == 0) y[r] = from_f32<TIn>(yu.x);
-      store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, x.lr, s);
-    }
+    if (valid && x.lr == 0) y[r] = from_f32<TIn>(yu.x);
+    tile.store(x, i, valid, s);
   }
+  tile.finish(x);
 }
 
 }  // namespace replayssm::cuda::gdn

@@ -31,8 +31,9 @@ using Cache = ::replayssm::gdn::Cache;
 
 /// How an ordinary replay row computes y (flush rows always materialise the state).
 enum class Route : uint8_t {
-  kAuto,        ///< chosen by plan_replay
-  kOutputOnly,  ///< hk, hq from S0 and per-record scalars k^_j.e^E.k^, k^_j.e^E.q^ (no state formed)
+  kAuto,            ///< chosen by plan_replay
+  kOutputOnly,      ///< hk, hq from S0 and per-record scalars k^_j.e^E.k^, k^_j.e^E.q^ (no state
+                    ///< formed)
   kStateAndOutput,  ///< fold the records into the checkpoint row in registers, then the
                     ///< conventional update (no state written)
 };
@@ -46,6 +47,9 @@ struct Plan {
   int rows_per_thread = 0;     ///< 1..8 rows per thread (all requested at once)
   int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
                                ///< waiting for the cursor (latency-bound batches); 0 = live rows
+  int bulk_copy = -1;          ///< 1 = state tiles moved by bulk copies (the SM's copy engine,
+                               ///< one per warp pass, completing on mbarriers); 0 = per-thread
+                               ///< 16-byte cp.async loads and streaming stores
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved).

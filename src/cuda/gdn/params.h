@@ -35,6 +35,7 @@ struct StepParams {
   bool beta_bf16 = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
   bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursor
+  bool bulk_copy = false;      ///< move state tiles with bulk copies (else per-thread cp.async)
 };
 
 }  // namespace replayssm::cuda::gdn

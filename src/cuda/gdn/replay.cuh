@@ -19,11 +19,13 @@
 //   key head by its first value head) at logical h; flush rows write nothing to the ring.
 //
 // Block: rows [r0, r0 + rows_per_block) of one (batch row, value head), as the conventional
-// kernel. The checkpoint rows stream into a shared-memory tile with cp.async (one group per row);
+// kernel. The checkpoint rows stream into a shared-memory tile (TileRows: cp.async or bulk copies,
+// waited for pass by pass);
 // the live ring records (all R rows with prefetch_ring) are staged in shared memory as float while
-// they fly. Shared memory (ReplaySmem, launch.h): tile, sK [R][K] (k^ of the key head), sG [R + 1][GW]
-// (g of the value head, row R = the token's, turned into decays in place), sU [R][rows_per_block]
-// (u of the block's rows), sCH [R], sDH [R]; ring rows are indexed by physical row.
+// they fly. Shared memory (ReplaySmem, launch.h): tile, sK [R][K] (k^ of the key head), sG [R +
+// 1][GW] (g of the value head, row R = the token's, turned into decays in place), sU
+// [R][rows_per_block] (u of the block's rows), sCH [R], sDH [R]; ring rows are indexed by physical
+// row.
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/gdn/conventional.cuh"
@@ -50,8 +52,8 @@ struct StageRegion {
 /// is <= kU units (not one round trip per region or per element).
 template <int kU>
 __device__ __forceinline__ void stage(float* smem, const StageRegion& r0, const StageRegion& r1,
-                                      const StageRegion& r2, int R, int origin, int hist,
-                                      bool all, int tid, int nthreads) {
+                                      const StageRegion& r2, int R, int origin, int hist, bool all,
+                                      int tid, int nthreads) {
   const int rows = all ? R : hist;
   const int n0 = rows * r0.units, n1 = n0 + rows * r1.units, total = n1 + rows * r2.units;
 #pragma unroll 1
@@ -112,8 +114,8 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
   const bool fold = flush || p.state_route;  // materialise the state for this row
 
   extern __shared__ __align__(16) float smem[];
+  __shared__ uint64_t bars[kMaxThreads / 32][kMaxRowsPerThread];
   const ReplaySmem sm(R, K, GW, rpb, sizeof(TState));
-  TState* tile = reinterpret_cast<TState*>(smem);
   float* sK = smem + sm.k;
   float* sG = smem + sm.g;
   float* sU = smem + sm.u;
@@ -121,12 +123,14 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
   float* sDH = smem + sm.dh;
 
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + x.vh;  // (slot, value head)
-  TState* S0 = static_cast<TState*>(p.state) + (sv * p.V + x.r0) * K;
-  request_rows<TState, Lay>(tile, S0, x, p.rows_per_thread);
+  TileRows<TState, Lay> tile{reinterpret_cast<TState*>(smem),
+                             static_cast<TState*>(p.state) + (sv * p.V + x.r0) * K, bars[x.warp],
+                             p.bulk_copy, p.rows_per_thread};
+  tile.request(x);
   Tok t;
   t.load(p, x.b, x.vh, x.lr);
   float vv[kMaxRowsPerThread];
-  load_v<TIn>(p, x, vv);
+  load_v<TIn>(p, x, tile, vv);
 
   const int kh = x.vh / p.group;
   const float* ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
@@ -265,11 +269,11 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
 #pragma unroll
     for (int i = 0; i < kMaxRowsPerThread; ++i) {
       if (i >= p.rows_per_thread) break;  // uniform over the block
-      const int r = x.row(i);
+      const int r = tile.row(x, i);
       const bool valid = r < x.nrows;
-      cp_async_wait_upto(kMaxRowsPerThread - 1 - i);
+      tile.wait(x, i);
       float s[COLS];
-      tile_row<TState, Lay>(tile, r, x.lr, valid, s);
+      tile_row<TState, Lay>(tile.tile, r, x.lr, valid, s);
       if (valid) {
         // S_h: the checkpoint row folded with the records in order.
 #pragma unroll 1
@@ -295,23 +299,21 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
       }
       // The conventional update with the token: the conventional kernel's own code.
       const float2 yu = delta_rule_row(s, t, vv[i]);
-      if (valid) {
-        if (x.lr == 0) {
-          y[r] = from_f32<TIn>(yu.x);
-          if (!flush) ru[r] = yu.y;
-        }
-        if (flush) store_row<TState, Lay>(S0 + static_cast<int64_t>(r) * K, x.lr, s);
+      if (valid && x.lr == 0) {
+        y[r] = from_f32<TIn>(yu.x);
+        if (!flush) ru[r] = yu.y;
       }
+      if (flush) tile.store(x, i, valid, s);  // uniform over the block
     }
   } else {
 #pragma unroll
     for (int i = 0; i < kMaxRowsPerThread; ++i) {
       if (i >= p.rows_per_thread) break;  // uniform over the block
-      const int r = x.row(i);
+      const int r = tile.row(x, i);
       const bool valid = r < x.nrows;
-      cp_async_wait_upto(kMaxRowsPerThread - 1 - i);
+      tile.wait(x, i);
       float s[COLS];
-      tile_row<TState, Lay>(tile, r, x.lr, valid, s);
+      tile_row<TState, Lay>(tile.tile, r, x.lr, valid, s);
       float pk = 0.0f, pq = 0.0f;
 #pragma unroll
       for (int c = 0; c < COLS; ++c) {
@@ -335,6 +337,7 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
       }
     }
   }
+  tile.finish(x);
 }
 
 }  // namespace replayssm::cuda::gdn
