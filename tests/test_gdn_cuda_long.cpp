@@ -126,8 +126,10 @@ void run_long(const LongCase& lc, uint64_t seed) {
       q.cursor = ref::commit(q.cursor, 1, s.ring);
     }
     if (anchor && !Sc.empty()) conv.state.set_values(Sc);
-    EXPECT_EQ(rep.cursor(rep.snapshot(), seqs[0].slot), seqs[0].cursor) << "step " << step;
   }
+  const DevPool::Snapshot cursors = rep.snapshot();
+  for (const Stream& q : seqs)
+    EXPECT_EQ(rep.cursor(cursors, q.slot), q.cursor) << "device cursor of slot " << q.slot;
   EXPECT_GE(flushes, nseq * (lc.steps - 9) / lc.L - nseq) << "too few flushes crossed";
   // Slots nobody owns are bit-identical after every step (0, 2, 4, 6, 8).
   const DevPool::Snapshot end_conv = conv.snapshot(), end_rep = rep.snapshot();
