@@ -560,7 +560,7 @@ TEST(Mamba2Cuda, ReplayMatchesOracleAllDtypesRoutesSmall) {
       }
 }
 
-TEST(Mamba2Cuda, ReplayPlansHeadsPerBlockRowSplitsAndRingLengths) {
+TEST(Mamba2Cuda, ReplayPlansRowSplitsAndRingLengths) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (int L : {1, 2, 3, 8, 16, 64})
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
@@ -568,20 +568,19 @@ TEST(Mamba2Cuda, ReplayPlansHeadsPerBlockRowSplitsAndRingLengths) {
       c.in = kBF16, c.ring = kBF16, c.L = L, c.steps = std::min(2 * L + 2, 20),
       c.random_start = L > 3;
       c.plan.route = route;
-      c.plan.heads_per_block = 2;  // both heads of a group in one block: B·C shared
-      c.plan.rows_per_block = 5;   // P = 16 over 4 blocks, the last one partial
+      c.plan.rows_per_block = 5;  // P = 16 over 4 blocks, the last one partial
       run_replay(c, seed_for(2002));
     }
 }
 
 TEST(Mamba2Cuda, ReplayMatchesOracleOddShape) {
   RSSM_SKIP_WITHOUT_CUDA();
-  for (int hpb : {1, 4})
+  for (int rpt : {4, 8})
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
       Case c;
       c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.L = 8, c.steps = 5, c.seqs = 4;
       c.random_start = true;
-      c.plan.route = route, c.plan.heads_per_block = hpb;
+      c.plan.route = route, c.plan.rows_per_thread = rpt;
       run_replay(c, seed_for(2003));
     }
 }
@@ -595,9 +594,27 @@ TEST(Mamba2Cuda, ReplayMatchesOracleRealShapes) {
       c.random_start = true, c.z = false;
       c.plan.route = route;
       run_replay(c, seed_for(2004));
-      c.state = kF16, c.plan.prefetch_ring = 1, c.plan.heads_per_block = 4, c.L = 8;
+      c.state = kF16, c.plan.prefetch_ring = 1, c.L = 8;
       run_replay(c, seed_for(2005));
     }
+}
+
+TEST(Mamba2Cuda, ReplayEightRowsPerThreadWholeHeadBlocks) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  // The dispatcher's large-batch kernel for fp32 checkpoints (8 rows per thread, a whole head per
+  // block), forced at small batches: flush and ordinary rows at every h, both routes.
+  for (const Shape& sh : {kTiny, kOdd, m2::kSuper})
+    for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
+      for (int prefetch : {0, 1}) {
+        if (sh.H == m2::kSuper.H && prefetch == 1) continue;  // the real shape once per route
+        Case c;
+        c.shape = sh, c.in = kBF16, c.ring = kBF16, c.L = 16, c.seqs = 3, c.pads = 1;
+        c.steps = sh.H == m2::kSuper.H ? 3 : 6;
+        c.random_start = true;
+        c.plan.route = route, c.plan.prefetch_ring = prefetch, c.plan.rows_per_thread = 8;
+        c.plan.rows_per_block = static_cast<int>(sh.P);
+        run_replay(c, seed_for(2008));
+      }
 }
 
 TEST(Mamba2Cuda, ReplayPadSentinelsAndPublicApi) {

@@ -96,47 +96,50 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
                           {m2::kSuper, kBF16, kF16, kBF16}};
   for (const Combo& cb : combos)
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
-      for (int prefetch : {0, 1}) {
-        SCOPED_TRACE(std::string(cb.shape.name) + ", in " + dtype_name(cb.in) + ", state " +
-                     dtype_name(cb.state) + ", ring " + dtype_name(cb.ring) + ", route " +
-                     cm::route_name(route) + ", prefetch " + std::to_string(prefetch));
-        Rng rng(seed);
-        const Params prm(cb.shape, opts(cb.in), rng);
-        DevLayer layer(prm);
-        const RingConfig cfg{1, 1, RingMode::kDecode};
-        DevPool conv(cb.shape, 9, 1, cb.state, cb.ring, rng);
-        DevPool rep(cb.shape, 9, 1, cb.state, cb.ring, rng);
-        const std::vector<int32_t> slots = first_slots(3, 2);
-        rep.restore(conv.snapshot());  // the same (garbage) states: a conventional step uses them
-        {
-          DeviceBuffer ids(DType::kI32, {3}, 93);
-          ids.set_values(std::vector<double>(slots.begin(), slots.end()));
-          Rows rows;
-          rows.slot_ids = ids.view();
-          RingCursors cur = rep.cursors(cfg);
-          replayssm::reset(cur, rows);  // cursors only: h = 0, is_flush = 1
-          cuda::device_synchronize();
+      for (int prefetch : {0, 1})
+        for (int rpt : {0, 8}) {  // the dispatcher's rows per thread, and 8 (4-byte checkpoints)
+          if (rpt == 8 && cb.state != kF32) continue;
+          SCOPED_TRACE(std::string(cb.shape.name) + ", in " + dtype_name(cb.in) + ", state " +
+                       dtype_name(cb.state) + ", ring " + dtype_name(cb.ring) + ", route " +
+                       cm::route_name(route) + ", prefetch " + std::to_string(prefetch) +
+                       ", rows/thread " + std::to_string(rpt));
+          Rng rng(seed);
+          const Params prm(cb.shape, opts(cb.in), rng);
+          DevLayer layer(prm);
+          const RingConfig cfg{1, 1, RingMode::kDecode};
+          DevPool conv(cb.shape, 9, 1, cb.state, cb.ring, rng);
+          DevPool rep(cb.shape, 9, 1, cb.state, cb.ring, rng);
+          const std::vector<int32_t> slots = first_slots(3, 2);
+          rep.restore(conv.snapshot());  // the same (garbage) states: a conventional step uses them
+          {
+            DeviceBuffer ids(DType::kI32, {3}, 93);
+            ids.set_values(std::vector<double>(slots.begin(), slots.end()));
+            Rows rows;
+            rows.slot_ids = ids.view();
+            RingCursors cur = rep.cursors(cfg);
+            replayssm::reset(cur, rows);  // cursors only: h = 0, is_flush = 1
+            cuda::device_synchronize();
+          }
+          cm::Plan plan;
+          plan.route = route, plan.prefetch_ring = prefetch, plan.rows_per_thread = rpt;
+          for (int step = 0; step < 3; ++step) {
+            const Batch batch(prm, rng, slots, 2, -1);
+            DevStep a(prm, batch.size()), b(prm, batch.size());
+            a.put(batch.ptrs, batch.ids), b.put(batch.ptrs, batch.ids);
+            a.y.poison(), b.y.poison();
+            mamba2::Cache ca = conv.cache(), cr = rep.cache();
+            cm::conventional_step(layer.layer, ca, a.tokens(), a.rows(-1), a.y.view());
+            cm::replay_step(layer.layer, cr, rep.cursors(cfg), b.tokens(), b.rows(-1), b.y.view(),
+                            plan);
+            cuda::device_synchronize();
+            EXPECT_TRUE(a.y.download() == b.y.download()) << "y differs at step " << step;
+            EXPECT_TRUE(conv.state.download() == rep.state.download())
+                << "state differs at step " << step;
+            commit_all(rep, cfg, b, batch, -1);
+            cuda::device_synchronize();
+            if (HasFailure()) return;
+          }
         }
-        cm::Plan plan;
-        plan.route = route, plan.prefetch_ring = prefetch;
-        for (int step = 0; step < 3; ++step) {
-          const Batch batch(prm, rng, slots, 2, -1);
-          DevStep a(prm, batch.size()), b(prm, batch.size());
-          a.put(batch.ptrs, batch.ids), b.put(batch.ptrs, batch.ids);
-          a.y.poison(), b.y.poison();
-          mamba2::Cache ca = conv.cache(), cr = rep.cache();
-          cm::conventional_step(layer.layer, ca, a.tokens(), a.rows(-1), a.y.view());
-          cm::replay_step(layer.layer, cr, rep.cursors(cfg), b.tokens(), b.rows(-1), b.y.view(),
-                          plan);
-          cuda::device_synchronize();
-          EXPECT_TRUE(a.y.download() == b.y.download()) << "y differs at step " << step;
-          EXPECT_TRUE(conv.state.download() == rep.state.download())
-              << "state differs at step " << step;
-          commit_all(rep, cfg, b, batch, -1);
-          cuda::device_synchronize();
-          if (HasFailure()) return;
-        }
-      }
 }
 
 // ---- determinism
@@ -182,13 +185,13 @@ TEST(Mamba2CudaInvariants, RepeatedLaunchesAreBitIdentical) {
     std::vector<Variant> variants = {{"conventional", true, {}}, {"replay auto", false, {}}};
     for (cm::Route r : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
       for (int prefetch : {0, 1})
-        for (int hpb : {1, 4}) {
+        for (int rpt : {4, 8}) {  // 8: the large-batch fp32 kernel
           cm::Plan p;
-          p.route = r, p.prefetch_ring = prefetch, p.heads_per_block = hpb;
+          p.route = r, p.prefetch_ring = prefetch, p.rows_per_thread = rpt;
           variants.push_back({cm::route_name(r), false, p});
         }
     for (const Variant& v : variants) {
-      SCOPED_TRACE(std::string(v.name) + ", heads/block " + std::to_string(v.plan.heads_per_block) +
+      SCOPED_TRACE(std::string(v.name) + ", rows/thread " + std::to_string(v.plan.rows_per_thread) +
                    ", prefetch " + std::to_string(v.plan.prefetch_ring));
       std::vector<uint8_t> y0;
       DevPool::Snapshot p0;
@@ -355,10 +358,10 @@ TEST(Mamba2CudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
   }
   {  // forced plans the kernels cannot run
     cm::Plan p;
-    p.heads_per_block = 3;  // 2 heads per group
+    p.heads_per_block = 2;  // the replay kernel runs one head per block
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
     p = {};
-    p.rows_per_thread = 8;  // the replay kernel keeps 4 rows per thread
+    p.rows_per_thread = 6;  // the replay kernel holds 4 or 8 rows per thread
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
     p = {};
     p.rows_per_block = 17;  // P = 16

@@ -47,15 +47,19 @@ void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_
 
 template <class TIn, class TState, class TRing>
 void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
-  with_kernel_shape<kReplayRowsPerThread>(
-      ls.N, ls.rpt, "mamba2.replay_step (cuda)", [&](auto n, auto rpt) {
-        auto kernel = replay_kernel<TIn, TState, TRing, decltype(n)::value, decltype(rpt)::value>;
-        if (ls.smem > 48 * 1024)
-          check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(ls.smem)),
-                     "mamba2.replay_step (cuda): raising the shared-memory limit");
-        kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
-      });
+  auto launch = [&](auto n, auto rpt) {
+    auto kernel = replay_kernel<TIn, TState, TRing, decltype(n)::value, decltype(rpt)::value>;
+    if (ls.smem > 48 * 1024)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(ls.smem)),
+                 "mamba2.replay_step (cuda): raising the shared-memory limit");
+    kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
+  };
+  // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).
+  if constexpr (sizeof(TState) == 4)
+    with_kernel_shape<4, 8>(ls.N, ls.rpt, "mamba2.replay_step (cuda)", launch);
+  else
+    with_kernel_shape<4>(ls.N, ls.rpt, "mamba2.replay_step (cuda)", launch);
   check_launch("mamba2.replay_step (cuda) launch");
 }
 

@@ -18,26 +18,44 @@ struct LaunchShape {
   int rpt = 0;      ///< rows per thread (compile-time in the kernels)
 };
 
-/// d_state values and rows-per-thread values the kernels are compiled for. The replay kernel keeps
-/// 4 rows per thread: with its ring staging it needs ~80 registers per thread already, and 8 rows
-/// would spill.
+/// d_state values and rows-per-thread values the kernels are compiled for. The replay kernel holds
+/// 8 rows per thread only with 4-byte checkpoints (a 16-bit row is twice the columns per lane).
 inline bool supported_d_state(int64_t N) { return N == 64 || N == 128; }
-constexpr int kReplayRowsPerThread = 4;
 inline bool conventional_rows_per_thread(int64_t rpt) { return rpt == 4 || rpt == 8; }
+inline bool replay_rows_per_thread(int64_t rpt, int64_t state_bytes) {
+  return rpt == 4 || (rpt == 8 && state_bytes == 4);
+}
 
 /// Floats (4-byte words) of one checkpoint tile of `rows` rows (a multiple of 4: 16-byte aligned).
 constexpr int64_t checkpoint_tile_floats(int64_t rows, int64_t N, int64_t state_bytes) {
   return (rows * N * state_bytes / 4 + 3) / 4 * 4;
 }
 
-/// Shared-memory floats of the replay kernel: checkpoint tiles (two when heads_per_block > 1),
-/// then sB [R][N], sx [R][rows], sdt [R], scoef [R + 1], sbc [R + 1], sdecay [1] (the carve-up at
-/// the top of replay_kernel).
-inline int64_t replay_smem_floats(int64_t R, int64_t N, int64_t rows_per_block, int64_t state_bytes,
-                                  int64_t heads_per_block) {
-  return checkpoint_tile_floats(rows_per_block, N, state_bytes) * (heads_per_block > 1 ? 2 : 1) +
-         R * N + R * rows_per_block + R + 2 * (R + 1) + 1;
-}
+/// The replay kernel's shared memory, in floats from the start (every part 16-byte aligned): the
+/// checkpoint tile [rows][N] (state dtype), sB [R][N] ring B by logical record, sx [rows][xs]
+/// ring x by (row, logical record), scoef [cs] record weights, sbc [cs] B_j·C, shead [4]
+/// (A, delta, D, ā of the head), and the token's x and z per row, sxt [rows] and sz [rows].
+struct ReplaySmem {
+  int xs = 0, cs = 0;  ///< row strides of sx and scoef
+  int B = 0, x = 0, coef = 0, bc = 0, head = 0, xt = 0, z = 0, total = 0;
+  __host__ __device__ ReplaySmem(int R, int N, int rows, int state_bytes) {
+    // A fold reads sx rows as 4-record vectors, the lanes of 1, 2 or 4 rows at once: an odd
+    // number of 16-byte units per row puts those rows on distinct bank groups.
+    int units = (R + 3) / 4;
+    if (units % 2 == 0) ++units;
+    xs = 4 * units;
+    cs = 4 * ((R + 1 + 3) / 4);
+    const int rows4 = (rows + 3) / 4 * 4;
+    B = static_cast<int>(checkpoint_tile_floats(rows, N, state_bytes));
+    x = B + R * N;
+    coef = x + rows * xs;
+    bc = coef + cs;
+    head = bc + cs;
+    xt = head + 4;
+    z = xt + rows4;
+    total = z + rows4;
+  }
+};
 
 template <class TIn, class TState>
 void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream);

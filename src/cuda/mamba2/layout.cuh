@@ -34,10 +34,9 @@ struct HostLayout {
 };
 
 /// Largest blocks the kernels are compiled for. The conventional kernel may use up to 128
-/// registers per thread; the replay kernel (checkpoint streamed through shared memory, not held
-/// in registers) is held to 56 with an fp32 checkpoint and 80 with a 16-bit one (three / two
-/// 384-thread blocks per SM) so that several blocks' copies are in flight per SM.
+/// registers per thread; the replay kernel is held to 64 (two 512-thread or four 256-thread blocks
+/// per SM) so that several blocks' checkpoint copies are in flight per SM.
 constexpr int kMaxThreads = 512;
-constexpr int kReplayThreads = 384;
+constexpr int kReplayThreads = 512;
 
 }  // namespace replayssm::cuda::mamba2

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -23,6 +25,7 @@ using validate::kAny;
 constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
 constexpr int64_t kMaxRing = 64;      // the weights of a step's records are one warp's 2 x 32 lanes
 constexpr int64_t kMaxBatch = 65535;  // grid.y
+constexpr size_t kMaxReplaySmem = 227 * 1024;  // dynamic shared memory of one block (sm_90)
 
 std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
 
@@ -198,19 +201,24 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
   const Plan autop = plan_replay(d, batch, L, state);
   Plan p = forced;
   if (p.route == Route::kAuto) p.route = autop.route;
-  if (p.rows_per_thread == 0) p.rows_per_thread = kReplayRowsPerThread;
-  check<ConfigError>(p.rows_per_thread == kReplayRowsPerThread, op,
-                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected ",
-                     kReplayRowsPerThread, " for the replay kernel");
-  const int64_t hpg = d.nheads / d.ngroups;
+  if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
+  check<ConfigError>(replay_rows_per_thread(p.rows_per_thread, dtype_size(state)), op,
+                     ": plan rows_per_thread = ", p.rows_per_thread,
+                     ", expected 4, or 8 with a 4-byte checkpoint, for the replay kernel");
   if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
-  check<ConfigError>(p.heads_per_block >= 1 && hpg % p.heads_per_block == 0, op,
-                     ": plan heads_per_block = ", p.heads_per_block,
-                     ", expected a divisor of the heads per group ", hpg);
-  if (p.rows_per_block == 0) p.rows_per_block = autop.rows_per_block;
-  if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
+  check<ConfigError>(p.heads_per_block == 1, op, ": plan heads_per_block = ", p.heads_per_block,
+                     ", expected 1 (the replay kernel runs one head per block)");
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
-  check_plan_rows(p, d, lay.rows_per_warp * kReplayRowsPerThread, kReplayThreads, op);
+  const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
+  if (p.rows_per_block == 0) {
+    if (p.rows_per_thread == autop.rows_per_thread)
+      p.rows_per_block = autop.rows_per_block;
+    else
+      split_rows(d.headdim, unit, kReplayThreads / 32 * unit,
+                 std::max<int64_t>(batch, 1) * d.nheads, 4 * device_sms(), p.rows_per_block);
+  }
+  if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
+  check_plan_rows(p, d, unit, kReplayThreads, op);
   return p;
 }
 
@@ -236,6 +244,28 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   if (state == kF32) return launch_conventional<TIn, float>(p, ls, s);
   if (state == kF16) return launch_conventional<TIn, f16>(p, ls, s);
   launch_conventional<TIn, bf16>(p, ls, s);
+}
+
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0" (any subset; split
+/// = blocks per head, i.e. rows_per_block = ceil(P / split)) replaces those fields of the
+/// dispatcher's choice for every replay step of the process. resolve_replay checks the result
+/// like a forced plan.
+void override_replay_plan(Plan& p, int64_t P) {
+  static const std::string env = [] {
+    const char* e = std::getenv("RSSM_MAMBA2_REPLAY_PLAN");
+    return e ? std::string(e) : std::string();
+  }();
+  std::stringstream ss(env);
+  std::string kv;
+  while (std::getline(ss, kv, ',')) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    const int v = std::atoi(kv.c_str() + eq + 1);
+    if (key == "rpt") p.rows_per_thread = v;
+    if (key == "split" && v > 0) p.rows_per_block = static_cast<int>(cdiv(P, v));
+    if (key == "prefetch") p.prefetch_ring = v;
+  }
 }
 
 }  // namespace
@@ -272,26 +302,20 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // The state-and-output route folds every record into every state element on every step; it
   // only pays when there is at most one record to fold (L <= 2), where it skips the B·C pass.
   p.route = L <= 2 ? Route::kStateAndOutput : Route::kOutputOnly;
-  p.rows_per_thread = kReplayRowsPerThread;
   const bool small = latency_bound(d, batch, state);
   // Latency-bound steps stage the whole ring with the checkpoint (no wait for the cursor).
   p.prefetch_ring = small ? 1 : 0;
-  // Share B·C (and the staged ring B) across up to 4 heads of a group once the grid is large
-  // enough that fewer, longer blocks cost no parallelism.
-  const int64_t hpg = d.nheads / d.ngroups;
-  const int sms = device_sms();
+  // One head per block: the per-block work that the heads of a group could share (B_j·C from
+  // the group's ring B, read from L2) is a few % of a block's checkpoint bytes.
   p.heads_per_block = 1;
-  if (!small && std::max<int64_t>(batch, 1) * d.nheads >= 64 * sms)
-    for (int h = 4; h >= 1; --h)
-      if (hpg % h == 0) {
-        p.heads_per_block = h;
-        break;
-      }
+  // Bandwidth-bound fp32 checkpoints: 8 rows (128 bytes) per thread, a whole head per block;
+  // 16-bit checkpoints and latency-bound steps: 4 rows per thread, more threads.
+  p.rows_per_thread = dtype_size(state) == 4 && !small ? 8 : 4;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
-  split_rows(d.headdim, unit, kReplayThreads / 32 * unit,
-             std::max<int64_t>(batch, 1) * (d.nheads / p.heads_per_block), 4 * sms,
-             p.rows_per_block);
+  split_rows(d.headdim, unit, kReplayThreads / 32 * unit, std::max<int64_t>(batch, 1) * d.nheads,
+             4 * device_sms(), p.rows_per_block);
+  override_replay_plan(p, d.headdim);
   return p;
 }
 
@@ -334,8 +358,6 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.R = static_cast<int32_t>(R);
   p.rows_per_block = plan.rows_per_block;
   p.nsplit = static_cast<int32_t>(cdiv(d.headdim, plan.rows_per_block));
-  p.heads_per_block = plan.heads_per_block;
-  p.nchunks = static_cast<int32_t>(d.nheads / d.ngroups / plan.heads_per_block);
   p.ring_x = cache.ring_x.data;
   p.ring_dt = cache.ring_dt.ptr<float>();
   p.ring_B = cache.ring_B.data;
@@ -346,16 +368,17 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.prefetch_ring = plan.prefetch_ring != 0;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(c.state_dtype));
   LaunchShape ls;
-  ls.grid =
-      dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit), static_cast<unsigned>(c.batch));
+  ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
   ls.threads =
-      static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * kReplayRowsPerThread) * 32);
-  ls.smem =
-      static_cast<size_t>(replay_smem_floats(R, d.d_state, plan.rows_per_block,
-                                             dtype_size(c.state_dtype), plan.heads_per_block)) *
-      sizeof(float);
+      static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * plan.rows_per_thread) * 32);
+  const ReplaySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block,
+                      static_cast<int>(dtype_size(c.state_dtype)));
+  ls.smem = static_cast<size_t>(sm.total) * sizeof(float);
+  check<UnsupportedError>(ls.smem <= kMaxReplaySmem, op, ": the plan needs ", ls.smem,
+                          " bytes of shared memory per block, expected <= ", kMaxReplaySmem,
+                          " (fewer rows per block)");
   ls.N = static_cast<int>(d.d_state);
-  ls.rpt = kReplayRowsPerThread;
+  ls.rpt = plan.rows_per_thread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);
   if (c.in_dtype == kF32)
     dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, p, ls, stream);

@@ -31,7 +31,7 @@ using Cache = ::replayssm::mamba2::Cache;
 /// How an ordinary replay row computes y (flush rows always materialise the state).
 enum class Route : uint8_t {
   kAuto,        ///< chosen per shape, batch and L (plan_replay)
-  kOutputOnly,  ///< y = ā·(S0·C) + Σ s_j·(B_j·C)·x_j; B_j·C once per block, shared by its heads
+  kOutputOnly,  ///< y = ā·(S0·C) + Σ s_j·(B_j·C)·x_j: one dot B_j·C per record of the group
   kStateAndOutput,  ///< materialise S_h = ā·S0 + Σ c_j·x_j·B_jᵀ in registers, then y = S·C
 };
 const char* route_name(Route r);
@@ -40,16 +40,18 @@ const char* route_name(Route r);
 /// them to force a variant.
 struct Plan {
   Route route = Route::kAuto;  ///< replay only
-  int heads_per_block = 0;     ///< replay: heads of one group per block (divides H / G)
+  int heads_per_block = 0;     ///< replay: 1 (the replay kernel runs one head per block)
   int rows_per_block = 0;      ///< headdim rows per block: P is split over ceil(P / rows) blocks
-  int rows_per_thread = 0;     ///< conventional: 4 or 8; replay: 4
+  int rows_per_thread = 0;     ///< conventional: 4 or 8; replay: 4, or 8 with a 4-byte checkpoint
   int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
                                ///< waiting for the cursors (latency-bound batches); 0 = live rows
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved).
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
-/// The dispatcher's choice for a replay step with ring length L (every field resolved).
+/// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
+/// runs may override fields through the environment: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,
+/// prefetch=0" (any subset; split = blocks per head).
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// mamba2::conventional_step on CUDA tensors.

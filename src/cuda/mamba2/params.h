@@ -9,9 +9,9 @@ struct StepParams {
   // sizes
   int32_t H = 0, P = 0, G = 0, heads_per_group = 0, slots = 0, batch = 0;
   int32_t R = 0;  ///< ring rows (replay)
-  // block decomposition: a block owns heads_per_block heads of one group (replay; 1 for the
-  // conventional kernel) and rows_per_block rows of headdim (nsplit blocks cover P)
-  int32_t rows_per_block = 0, nsplit = 0, heads_per_block = 1, nchunks = 1;
+  // block decomposition: a block owns rows_per_block rows of headdim of one head (nsplit blocks
+  // cover P)
+  int32_t rows_per_block = 0, nsplit = 0;
   // inputs (x, B, C, z in the input dtype; dt float32 or the input dtype), outputs
   const void* x = nullptr;
   const void* dt = nullptr;
