@@ -27,14 +27,15 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
-/// Arrives on the barrier and adds `bytes` to the transactions its current phase waits for.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  uint64_t state;
+/// Arrives on the barrier and adds `bytes` to the transactions its current phase waits for;
+/// returns the arrival's phase token.
+__device__ __forceinline__ uint64_t mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  uint64_t state;  // the phase token of the arrival (unused by the callers: they wait on parity)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
                : "=l"(state)
                : "r"(smem_u32(bar)), "r"(bytes)
                : "memory");
-  (void)state;
+  return state;
 }
 
 /// Waits until the phase of the given parity has completed (all arrivals and bytes in).
