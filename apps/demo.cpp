@@ -92,7 +92,7 @@ void add_demo(CLI::App& app, Action& action) {
   sub->add_option("--steps", o.steps, "decode steps")->check(CLI::Range(1, 1000000));
   sub->add_option("-L,--ring-length", o.L, "ReplaySSM ring length L (tokens per flush)")
       ->check(CLI::Range(1, 1024));
-  sub->add_option("--seed", o.seed, "random seed");
+  sub->add_option("--seed", o.seed, "random seed")->check(CLI::NonNegativeNumber);
   sub->add_option("--shape", o.shape, "layer sizes: small, or real (Nemotron-3-Nano-4B, Qwen3.5-4B, Kimi-Linear)")
       ->check(CLI::IsMember({"small", "real"}));
   sub->add_option("--backend", o.backend, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

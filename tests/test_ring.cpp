@@ -134,3 +134,48 @@ TEST(Ring, CommitRejectsBadInputAndChangesNothing) {
 
 }  // namespace
 }  // namespace replayssm
+
+namespace replayssm {
+namespace {
+
+TEST(Ring, CommitRejectsCorruptCursorsAndChangesNothing) {
+  RingConfig cfg{8, 2, RingMode::kSpeculative};
+  HostCursors hc(3, cfg);
+  std::vector<int32_t> ids = {0, 1}, acc = {1, 1};
+  Rows rows{make_view(ids.data(), DType::kI32, {2}), -1, {}};
+  const TensorView n = make_view(acc.data(), DType::kI32, {2});
+  struct Case { int32_t origin, h; int8_t flush; const char* says; };
+  for (const Case& c : {Case{8, 0, 0, "cursors.origin[1] = 8, expected 0..7"},
+                        Case{-7, 0, 0, "cursors.origin[1] = -7"},
+                        Case{0, INT32_MAX, 0, "cursors.h[1] = 2147483647, expected 0..6"},
+                        Case{0, -1, 0, "cursors.h[1] = -1"},
+                        Case{0, 0, 2, "cursors.is_flush[1] = 2, expected 0 or 1"}}) {
+    hc.origin[1] = c.origin;
+    hc.h[1] = c.h;
+    hc.flush[1] = c.flush;
+    try {
+      commit(hc.c, rows, n);
+      ADD_FAILURE() << "accepted " << c.says;
+    } catch (const SlotError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(hc.at(0), (Cursor{0, 0, false}));  // the valid row was not applied either
+  }
+}
+
+TEST(Ring, HugeAndOverRankViewsGiveTypedErrors) {
+  std::vector<int32_t> ids = {0};
+  TensorView v = make_view(ids.data(), DType::kI32, {1});
+  v.ndim = 1000;  // a corrupt rank must not read past the shape array
+  EXPECT_NE(v.describe().find("rank 1000"), std::string::npos) << v.describe();
+  RingConfig cfg{4, 1, RingMode::kDecode};
+  HostCursors hc(2, cfg);
+  hc.c.h.shape[0] = int64_t{1} << 40;  // more slots than int32 ids can address
+  hc.c.origin.shape[0] = hc.c.is_flush.shape[0] = hc.c.h.shape[0];
+  std::vector<int32_t> acc = {1};
+  Rows rows{make_view(ids.data(), DType::kI32, {1}), -1, {}};
+  EXPECT_THROW(commit(hc.c, rows, make_view(acc.data(), DType::kI32, {1})), ShapeError);
+}
+
+}  // namespace
+}  // namespace replayssm

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "replayssm/errors.h"
 #include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "replayssm/errors.h"
 #include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 

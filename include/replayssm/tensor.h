@@ -1,5 +1,7 @@
 // Framework-free tensor views: a pointer, a dtype, a shape and strides (in elements). The library
 // never owns memory passed through a view; callers keep buffers alive for the duration of a call.
+// The ops accept contiguous row-major views only for now (StrideError otherwise): views carry
+// strides so that a strided kernel can accept them later without an API change.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -24,8 +26,8 @@ constexpr int64_t dtype_size(DType t) {
 const char* dtype_name(DType t);
 const char* device_name(Device d);
 
-/// A strided view of up to kMaxDims dimensions. An empty view (data == nullptr, ndim == 0) marks an
-/// absent optional input.
+/// A strided view of up to kMaxDims dimensions. A view whose data is nullptr marks an absent
+/// optional input, so a present tensor needs a non-null pointer even when it has zero elements.
 struct TensorView {
   static constexpr int kMaxDims = 6;
   void* data = nullptr;

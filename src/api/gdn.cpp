@@ -161,7 +161,7 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
       const int32_t origin = cursors->origin.ptr<int32_t>()[s], h = cursors->h.ptr<int32_t>()[s];
       check<SlotError>(origin >= 0 && origin < R, name, ": cursors.origin[", s, "] = ", origin,
                        " (row ", b, "), expected 0 <= origin < ", R);
-      check<SlotError>(h >= 0 && h + c.num_tokens[b] <= R, name, ": cursors.h[", s, "] = ", h,
+      check<SlotError>(h >= 0 && h <= R - c.num_tokens[b], name, ": cursors.h[", s, "] = ", h,
                        " (row ", b, ") leaves no room for ", c.num_tokens[b],
                        " records, expected 0 <= h <= ", R - c.num_tokens[b]);
     }

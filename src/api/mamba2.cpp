@@ -123,7 +123,7 @@ void check_cursor_values(const RingCursors& cur, const Call& call, const char* o
     const int32_t Tb = call.rows.num_tokens[b];
     check<SlotError>(origin >= 0 && origin < R, op, ": cursors.origin[", s, "] = ", origin,
                      " (row ", b, "), expected 0..", R - 1);
-    check<SlotError>(h >= 0 && h + Tb <= L, op, ": cursors.h[", s, "] = ", h, " (row ", b,
+    check<SlotError>(h >= 0 && h <= L - Tb, op, ": cursors.h[", s, "] = ", h, " (row ", b,
                      ", ", Tb, " token(s)), expected 0..", L - Tb, " (h + T_b <= L = ", L, ")");
   }
 }

@@ -65,6 +65,16 @@ void commit(RingCursors& cursors, const Rows& rows, const TensorView& num_accept
     if (ids[b] == rows.pad_slot_id) continue;
     check<SlotError>(n[b] >= 1 && n[b] <= fed[b], op, ": num_accepted[", b, "] = ", n[b],
                      ", expected 1..", fed[b], " (tokens fed to that row)");
+    // The cursor the step ran with must have addressed the ring (as the ops require).
+    const int32_t s = ids[b], R = cursors.config.rows();
+    const int32_t origin = cursors.origin.ptr<int32_t>()[s], h = cursors.h.ptr<int32_t>()[s];
+    const int8_t f = cursors.is_flush.ptr<int8_t>()[s];
+    check<SlotError>(origin >= 0 && origin < R, op, ": cursors.origin[", s, "] = ", origin,
+                     ", expected 0..", R - 1);
+    check<SlotError>(h >= 0 && h <= R - fed[b], op, ": cursors.h[", s, "] = ", h, ", expected 0..",
+                     R - fed[b], " (room for the ", fed[b], " record(s) fed)");
+    check<SlotError>(f == 0 || f == 1, op, ": cursors.is_flush[", s, "] = ", int(f),
+                     ", expected 0 or 1");
   }
   for (int64_t b = 0; b < batch; ++b) {
     if (ids[b] == rows.pad_slot_id) continue;

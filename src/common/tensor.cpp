@@ -1,5 +1,6 @@
 #include "replayssm/tensor.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "replayssm/errors.h"
@@ -22,15 +23,18 @@ const char* dtype_name(DType t) {
 
 const char* device_name(Device d) { return d == Device::kCUDA ? "cuda" : "cpu"; }
 
+// A view's rank is trusted only up to kMaxDims: a corrupt ndim must not read past the arrays.
+static int rank_of(const TensorView& t) { return t.ndim < 0 ? 0 : std::min(t.ndim, TensorView::kMaxDims); }
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  for (int i = 0; i < rank_of(*this); ++i) n *= shape[i];
   return n;
 }
 
 bool TensorView::is_contiguous() const {
   int64_t expect = 1;
-  for (int i = ndim - 1; i >= 0; --i) {
+  for (int i = rank_of(*this) - 1; i >= 0; --i) {
     if (shape[i] != 1 && stride[i] != expect) return false;
     expect *= shape[i];
   }
@@ -41,7 +45,8 @@ std::string TensorView::describe() const {
   if (empty()) return "(absent)";
   std::ostringstream os;
   os << "[";
-  for (int i = 0; i < ndim; ++i) os << (i ? ", " : "") << shape[i];
+  for (int i = 0; i < rank_of(*this); ++i) os << (i ? ", " : "") << shape[i];
+  if (ndim > kMaxDims || ndim < 0) os << ", ... (rank " << ndim << ")";
   os << "] " << dtype_name(dtype) << " " << device_name(device);
   return os.str();
 }

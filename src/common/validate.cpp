@@ -1,5 +1,6 @@
 #include "validate.h"
 
+#include <climits>
 #include <string>
 
 namespace replayssm::validate {
@@ -58,6 +59,8 @@ TensorView with_token_axis(const TensorView& t, int rank_with_t) {
 
 std::vector<int32_t> slot_ids(const Rows& rows, int64_t batch, int64_t slots, const char* op) {
   const std::string what = std::string(op) + " slot_ids";
+  check<ShapeError>(slots <= INT32_MAX, op, ": the pool has ", slots,
+                    " slots, expected at most 2^31 - 1 (slot ids are int32)");
   expect(rows.slot_ids, what.c_str(), {batch}, {DType::kI32}, Device::kCPU);
   check<SlotError>(rows.pad_slot_id < 0 || rows.pad_slot_id >= slots, op, ": pad_slot_id ",
                    rows.pad_slot_id, " is a real slot, expected a value outside [0, ", slots, ")");
