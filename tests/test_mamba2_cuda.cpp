@@ -560,29 +560,35 @@ TEST(Mamba2Cuda, ReplayMatchesOracleAllDtypesRoutesSmall) {
       }
 }
 
-TEST(Mamba2Cuda, ReplayPlansRowSplitsAndRingLengths) {
+TEST(Mamba2Cuda, ReplayPlansHeadsPerBlockRowSplitsAndRingLengths) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (int L : {1, 2, 3, 8, 16, 64})
-    for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
-      Case c;
-      c.in = kBF16, c.ring = kBF16, c.L = L, c.steps = std::min(2 * L + 2, 20),
-      c.random_start = L > 3;
-      c.plan.route = route;
-      c.plan.rows_per_block = 5;  // P = 16 over 4 blocks, the last one partial
-      run_replay(c, seed_for(2002));
-    }
+    for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
+      for (int v = 0; v < 3; ++v) {
+        Case c;
+        c.in = kBF16, c.ring = kBF16, c.L = L, c.steps = std::min(2 * L + 2, 20),
+        c.random_start = L > 3;
+        c.plan.route = route;
+        if (v < 2) {  // the per-head kernel: P = 16 over 4 blocks, the last one partial
+          c.plan.rows_per_block = 5, c.plan.prefetch_ring = v;
+        } else {  // the group kernel: both heads of a group in a block, P split in two
+          c.plan.heads_per_block = 2, c.plan.rows_per_block = 8;
+        }
+        run_replay(c, seed_for(2002));
+      }
 }
 
 TEST(Mamba2Cuda, ReplayMatchesOracleOddShape) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (int rpt : {4, 8})
-    for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
-      Case c;
-      c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.L = 8, c.steps = 5, c.seqs = 4;
-      c.random_start = true;
-      c.plan.route = route, c.plan.rows_per_thread = rpt;
-      run_replay(c, seed_for(2003));
-    }
+    for (int hpb : {1, 4})
+      for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput}) {
+        Case c;
+        c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.L = 8, c.steps = 5, c.seqs = 4;
+        c.random_start = true;
+        c.plan.route = route, c.plan.rows_per_thread = rpt, c.plan.heads_per_block = hpb;
+        run_replay(c, seed_for(2003));
+      }
 }
 
 TEST(Mamba2Cuda, ReplayMatchesOracleRealShapes) {
@@ -594,7 +600,7 @@ TEST(Mamba2Cuda, ReplayMatchesOracleRealShapes) {
       c.random_start = true, c.z = false;
       c.plan.route = route;
       run_replay(c, seed_for(2004));
-      c.state = kF16, c.plan.prefetch_ring = 1, c.L = 8;
+      c.state = kF16, c.plan.prefetch_ring = 1, c.plan.heads_per_block = 4, c.L = 8;
       run_replay(c, seed_for(2005));
     }
 }

@@ -97,12 +97,14 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
   for (const Combo& cb : combos)
     for (cm::Route route : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
       for (int prefetch : {0, 1})
-        for (int rpt : {0, 8}) {  // the dispatcher's rows per thread, and 8 (4-byte checkpoints)
+        for (int v = 0; v < 3; ++v) {  // the dispatcher's plan, 8 rows per thread, 2 heads/block
+          const int rpt = v == 1 ? 8 : 0, hpb = v == 2 ? 2 : 0;
           if (rpt == 8 && cb.state != kF32) continue;
           SCOPED_TRACE(std::string(cb.shape.name) + ", in " + dtype_name(cb.in) + ", state " +
                        dtype_name(cb.state) + ", ring " + dtype_name(cb.ring) + ", route " +
                        cm::route_name(route) + ", prefetch " + std::to_string(prefetch) +
-                       ", rows/thread " + std::to_string(rpt));
+                       ", rows/thread " + std::to_string(rpt) + ", heads/block " +
+                       std::to_string(hpb));
           Rng rng(seed);
           const Params prm(cb.shape, opts(cb.in), rng);
           DevLayer layer(prm);
@@ -122,6 +124,7 @@ TEST(Mamba2CudaInvariants, ReplayAtL1IsBitIdenticalToConventional) {
           }
           cm::Plan plan;
           plan.route = route, plan.prefetch_ring = prefetch, plan.rows_per_thread = rpt;
+          plan.heads_per_block = hpb;
           for (int step = 0; step < 3; ++step) {
             const Batch batch(prm, rng, slots, 2, -1);
             DevStep a(prm, batch.size()), b(prm, batch.size());
@@ -185,14 +188,17 @@ TEST(Mamba2CudaInvariants, RepeatedLaunchesAreBitIdentical) {
     std::vector<Variant> variants = {{"conventional", true, {}}, {"replay auto", false, {}}};
     for (cm::Route r : {cm::Route::kOutputOnly, cm::Route::kStateAndOutput})
       for (int prefetch : {0, 1})
-        for (int rpt : {4, 8}) {  // 8: the large-batch fp32 kernel
-          cm::Plan p;
-          p.route = r, p.prefetch_ring = prefetch, p.rows_per_thread = rpt;
-          variants.push_back({cm::route_name(r), false, p});
-        }
+        for (int rpt : {4, 8})  // 8: the large-batch fp32 kernel
+          for (int hpb : {1, 4}) {
+            cm::Plan p;
+            p.route = r, p.prefetch_ring = prefetch, p.rows_per_thread = rpt;
+            p.heads_per_block = hpb;
+            variants.push_back({cm::route_name(r), false, p});
+          }
     for (const Variant& v : variants) {
       SCOPED_TRACE(std::string(v.name) + ", rows/thread " + std::to_string(v.plan.rows_per_thread) +
-                   ", prefetch " + std::to_string(v.plan.prefetch_ring));
+                   ", heads/block " + std::to_string(v.plan.heads_per_block) + ", prefetch " +
+                   std::to_string(v.plan.prefetch_ring));
       std::vector<uint8_t> y0;
       DevPool::Snapshot p0;
       for (int rep = 0; rep < 3; ++rep) {
@@ -358,7 +364,7 @@ TEST(Mamba2CudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
   }
   {  // forced plans the kernels cannot run
     cm::Plan p;
-    p.heads_per_block = 2;  // the replay kernel runs one head per block
+    p.heads_per_block = 3;  // 2 heads per group
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
     p = {};
     p.rows_per_thread = 6;  // the replay kernel holds 4 or 8 rows per thread

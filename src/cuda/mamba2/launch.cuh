@@ -11,6 +11,7 @@
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
+#include "cuda/mamba2/replay_group.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::mamba2 {
@@ -48,7 +49,9 @@ void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_
 template <class TIn, class TState, class TRing>
 void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
   auto launch = [&](auto n, auto rpt) {
-    auto kernel = replay_kernel<TIn, TState, TRing, decltype(n)::value, decltype(rpt)::value>;
+    constexpr int kN = decltype(n)::value, kRpt = decltype(rpt)::value;
+    auto kernel = p.group ? replay_group_kernel<TIn, TState, TRing, kN, kRpt>
+                          : replay_kernel<TIn, TState, TRing, kN, kRpt>;
     if (ls.smem > 48 * 1024)
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(ls.smem)),

@@ -26,6 +26,11 @@ constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
 constexpr int64_t kMaxRing = 64;      // the weights of a step's records are one warp's 2 x 32 lanes
 constexpr int64_t kMaxBatch = 65535;  // grid.y
 constexpr size_t kMaxReplaySmem = 227 * 1024;  // dynamic shared memory of one block (sm_90)
+// The replay group kernel: its rows come in whole 16-byte ring x copies (8 bf16 / 4 fp32 rows:
+// 8 serves both), and it aims at two blocks per SM (228 KB of shared memory, 1 KB per block
+// reserved) so that four checkpoint stages stream per SM.
+constexpr int64_t kGroupRowUnit = 8;
+constexpr int64_t kGroupSmemBudget = 113 * 1024;
 
 std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
 
@@ -196,29 +201,73 @@ Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DTyp
   return p;
 }
 
+/// Whether the group kernel can run blocks of `rows` rows: whole 16-byte ring x copies in every
+/// split.
+bool group_rows(int64_t P, int64_t rows) {
+  return P % kGroupRowUnit == 0 && rows % kGroupRowUnit == 0;
+}
+
+int64_t group_smem(const Dims& d, int64_t K, int64_t rows, int64_t R, DType state, DType ring) {
+  const GroupSmem sm(static_cast<int>(R), static_cast<int>(d.d_state), static_cast<int>(rows),
+                     static_cast<int>(dtype_size(state)), static_cast<int>(dtype_size(ring)),
+                     static_cast<int>(K));
+  return static_cast<int64_t>(sm.total) * 4;
+}
+
+/// Threads of a replay block: the rows' warps, and the chain warp of the group kernel.
+int64_t replay_threads(const Plan& p, const Dims& d, DType state, bool group) {
+  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  return cdiv(p.rows_per_block, lay.rows_per_warp * p.rows_per_thread) * 32 + (group ? 32 : 0);
+}
+
+/// The resolved plan and which kernel runs it: the group kernel wherever its rows fit (every
+/// heads_per_block), the per-head kernel (heads_per_block 1) otherwise.
 Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L, DType state,
-                    const char* op) {
-  const Plan autop = plan_replay(d, batch, L, state);
+                    DType ring, const char* op, bool& group) {
+  const Plan autop = plan_replay(d, batch, L, state, ring);
   Plan p = forced;
   if (p.route == Route::kAuto) p.route = autop.route;
   if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
   check<ConfigError>(replay_rows_per_thread(p.rows_per_thread, dtype_size(state)), op,
                      ": plan rows_per_thread = ", p.rows_per_thread,
                      ", expected 4, or 8 with a 4-byte checkpoint, for the replay kernel");
-  if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
-  check<ConfigError>(p.heads_per_block == 1, op, ": plan heads_per_block = ", p.heads_per_block,
-                     ", expected 1 (the replay kernel runs one head per block)");
+  const int64_t hpg = d.nheads / d.ngroups;
+  if (p.heads_per_block == 0)  // rows forced to a split the group kernel cannot run: one head
+    p.heads_per_block = p.rows_per_block != 0 && !group_rows(d.headdim, p.rows_per_block)
+                            ? 1
+                            : autop.heads_per_block;
+  check<ConfigError>(
+      p.heads_per_block >= 1 && p.heads_per_block <= 32 && hpg % p.heads_per_block == 0, op,
+      ": plan heads_per_block = ", p.heads_per_block,
+      ", expected a divisor of the heads per group ", hpg, " (at most 32)");
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
   if (p.rows_per_block == 0) {
-    if (p.rows_per_thread == autop.rows_per_thread)
+    if (p.rows_per_thread == autop.rows_per_thread && p.heads_per_block == autop.heads_per_block)
       p.rows_per_block = autop.rows_per_block;
+    else if (group_rows(d.headdim, d.headdim))  // whole heads
+      p.rows_per_block =
+          static_cast<int>(std::min<int64_t>(d.headdim, 15 * unit) / kGroupRowUnit * kGroupRowUnit);
     else
       split_rows(d.headdim, unit, kReplayThreads / 32 * unit,
                  std::max<int64_t>(batch, 1) * d.nheads, 4 * device_sms(), p.rows_per_block);
   }
   if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
-  check_plan_rows(p, d, unit, kReplayThreads, op);
+  check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.headdim, op,
+                     ": plan rows_per_block = ", p.rows_per_block, ", expected 1..", d.headdim);
+  group = group_rows(d.headdim, p.rows_per_block);
+  check<ConfigError>(group || p.heads_per_block == 1, op,
+                     ": plan heads_per_block = ", p.heads_per_block,
+                     " with rows_per_block = ", p.rows_per_block,
+                     ", expected rows_per_block (and headdim) a multiple of ", kGroupRowUnit,
+                     " (the group kernel) or heads_per_block 1");
+  const int64_t threads = replay_threads(p, d, state, group);
+  check<ConfigError>(threads <= kReplayThreads, op, ": plan rows_per_block = ", p.rows_per_block,
+                     " needs ", threads, " threads, expected <= ", kReplayThreads);
+  check<ConfigError>(
+      !group || p.heads_per_block * p.rows_per_block <= kGroupTokenItems * (threads - 32), op,
+      ": plan heads_per_block x rows_per_block = ", p.heads_per_block * p.rows_per_block,
+      ", expected <= ", kGroupTokenItems * (threads - 32), " (token items of the block's threads)");
   return p;
 }
 
@@ -246,10 +295,10 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   launch_conventional<TIn, bf16>(p, ls, s);
 }
 
-/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0" (any subset; split
-/// = blocks per head, i.e. rows_per_block = ceil(P / split)) replaces those fields of the
-/// dispatcher's choice for every replay step of the process. resolve_replay checks the result
-/// like a forced plan.
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4" (any subset;
+/// split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
+/// replaces those fields of the dispatcher's choice for every replay step of the process.
+/// resolve_replay checks the result like a forced plan.
 void override_replay_plan(Plan& p, int64_t P) {
   static const std::string env = [] {
     const char* e = std::getenv("RSSM_MAMBA2_REPLAY_PLAN");
@@ -263,7 +312,10 @@ void override_replay_plan(Plan& p, int64_t P) {
     const std::string key = kv.substr(0, eq);
     const int v = std::atoi(kv.c_str() + eq + 1);
     if (key == "rpt") p.rows_per_thread = v;
-    if (key == "split" && v > 0) p.rows_per_block = static_cast<int>(cdiv(P, v));
+    if (key == "split" && v > 0)
+      p.rows_per_block = static_cast<int>(
+          P % kGroupRowUnit == 0 ? cdiv(cdiv(P, v), kGroupRowUnit) * kGroupRowUnit : cdiv(P, v));
+    if (key == "hpb" && v > 0) p.heads_per_block = v;
     if (key == "prefetch") p.prefetch_ring = v;
   }
 }
@@ -297,24 +349,52 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   return p;
 }
 
-Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
+Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state, DType ring) {
   Plan p;
   // The state-and-output route folds every record into every state element on every step; it
   // only pays when there is at most one record to fold (L <= 2), where it skips the B·C pass.
   p.route = L <= 2 ? Route::kStateAndOutput : Route::kOutputOnly;
   const bool small = latency_bound(d, batch, state);
-  // Latency-bound steps stage the whole ring with the checkpoint (no wait for the cursor).
+  // Latency-bound steps copy the whole ring with the checkpoint (no wait for the cursor).
   p.prefetch_ring = small ? 1 : 0;
-  // One head per block: the per-block work that the heads of a group could share (B_j·C from
-  // the group's ring B, read from L2) is a few % of a block's checkpoint bytes.
-  p.heads_per_block = 1;
-  // Bandwidth-bound fp32 checkpoints: 8 rows (128 bytes) per thread, a whole head per block;
-  // 16-bit checkpoints and latency-bound steps: 4 rows per thread, more threads.
-  p.rows_per_thread = dtype_size(state) == 4 && !small ? 8 : 4;
+  // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
+  // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
+  const bool group = group_rows(d.headdim, d.headdim);
+  p.rows_per_thread = dtype_size(state) == 4 && (group || !small) ? 8 : 4;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
-  split_rows(d.headdim, unit, kReplayThreads / 32 * unit, std::max<int64_t>(batch, 1) * d.nheads,
-             4 * device_sms(), p.rows_per_block);
+  const int64_t hpg = d.nheads / d.ngroups;
+  const int64_t sms = device_sms();
+  const int64_t rows_b = std::max<int64_t>(batch, 1);
+  p.heads_per_block = 1;
+  if (group) {
+    // The group kernel: as many heads per block as keep two blocks per SM and at least one full
+    // wave of them (a block's chain is paid once for its heads and overlaps their stream); small
+    // batches take one head and split its rows in whole 8-row chunks.
+    const int64_t max_rows =
+        std::min<int64_t>(d.headdim, 15 * unit) / kGroupRowUnit * kGroupRowUnit;
+    if (max_rows == d.headdim)
+      for (int64_t K = hpg; K > 1; --K) {
+        if (hpg % K != 0) continue;
+        if (group_smem(d, K, d.headdim, L, state, ring) > kGroupSmemBudget) continue;
+        if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
+        if (rows_b * d.nheads / K < 2 * sms) continue;
+        p.heads_per_block = static_cast<int>(K);
+        break;
+      }
+    int64_t rows = d.headdim;
+    if (p.heads_per_block == 1)
+      while (rows > max_rows ||
+             (rows_b * d.nheads * cdiv(d.headdim, rows) < 2 * sms && rows > kGroupRowUnit)) {
+        const int64_t next = cdiv(rows / 2, kGroupRowUnit) * kGroupRowUnit;
+        if (next >= rows) break;
+        rows = next;
+      }
+    p.rows_per_block = static_cast<int>(rows);
+  } else {  // the per-head kernel
+    split_rows(d.headdim, unit, kReplayThreads / 32 * unit, rows_b * d.nheads, 4 * sms,
+               p.rows_per_block);
+  }
   override_replay_plan(p, d.headdim);
   return p;
 }
@@ -351,7 +431,15 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
   const Dims& d = layer.dims;
-  const Plan plan = resolve_replay(forced, d, c.batch, cursors.config.L, c.state_dtype, op);
+  bool group = false;
+  const Plan plan =
+      resolve_replay(forced, d, c.batch, cursors.config.L, c.state_dtype, c.ring_dtype, op, group);
+  // The group kernel copies ring x rows in 16-byte pieces.
+  if (reinterpret_cast<uintptr_t>(cache.ring_x.data) % 16 != 0) {
+    check<ConfigError>(plan.heads_per_block == 1, op,
+                       ": ring_x is not 16-byte aligned, expected heads_per_block 1");
+    group = false;
+  }
   if (c.batch == 0) return;
   StepParams p = base_params(layer, cache, c, rows);
   const int64_t R = cursors.config.rows();
@@ -366,14 +454,22 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.is_flush = cursors.is_flush.ptr<int8_t>();
   p.state_route = plan.route == Route::kStateAndOutput;
   p.prefetch_ring = plan.prefetch_ring != 0;
-  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(c.state_dtype));
+  p.group = group;
+  p.heads_per_block = plan.heads_per_block;
+  p.nchunks = static_cast<int32_t>(d.nheads / d.ngroups / plan.heads_per_block);
   LaunchShape ls;
-  ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
-  ls.threads =
-      static_cast<int>(cdiv(plan.rows_per_block, lay.rows_per_warp * plan.rows_per_thread) * 32);
-  const ReplaySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block,
-                      static_cast<int>(dtype_size(c.state_dtype)));
-  ls.smem = static_cast<size_t>(sm.total) * sizeof(float);
+  ls.threads = static_cast<int>(replay_threads(plan, d, c.state_dtype, group));
+  if (group) {
+    ls.grid = dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit),
+                   static_cast<unsigned>(c.batch));
+    ls.smem = static_cast<size_t>(
+        group_smem(d, plan.heads_per_block, plan.rows_per_block, R, c.state_dtype, c.ring_dtype));
+  } else {
+    ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
+    const ReplaySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block,
+                        static_cast<int>(dtype_size(c.state_dtype)));
+    ls.smem = static_cast<size_t>(sm.total) * sizeof(float);
+  }
   check<UnsupportedError>(ls.smem <= kMaxReplaySmem, op, ": the plan needs ", ls.smem,
                           " bytes of shared memory per block, expected <= ", kMaxReplaySmem,
                           " (fewer rows per block)");

@@ -40,7 +40,9 @@ const char* route_name(Route r);
 /// them to force a variant.
 struct Plan {
   Route route = Route::kAuto;  ///< replay only
-  int heads_per_block = 0;     ///< replay: 1 (the replay kernel runs one head per block)
+  int heads_per_block = 0;     ///< replay: heads of one group per block (divides H / G); the
+                               ///< group kernel (rows_per_block a multiple of 8) runs any, the
+                               ///< per-head kernel 1
   int rows_per_block = 0;      ///< headdim rows per block: P is split over ceil(P / rows) blocks
   int rows_per_thread = 0;     ///< conventional: 4 or 8; replay: 4, or 8 with a 4-byte checkpoint
   int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
@@ -51,8 +53,9 @@ struct Plan {
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,
-/// prefetch=0" (any subset; split = blocks per head).
-Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
+/// prefetch=0,hpb=4" (any subset; split = blocks per head).
+Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype,
+                 DType ring_dtype = DType::kBF16);
 
 /// mamba2::conventional_step on CUDA tensors.
 void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,

@@ -9,9 +9,10 @@ struct StepParams {
   // sizes
   int32_t H = 0, P = 0, G = 0, heads_per_group = 0, slots = 0, batch = 0;
   int32_t R = 0;  ///< ring rows (replay)
-  // block decomposition: a block owns rows_per_block rows of headdim of one head (nsplit blocks
-  // cover P)
-  int32_t rows_per_block = 0, nsplit = 0;
+  // block decomposition: a block owns rows_per_block rows of headdim (nsplit blocks cover P) of
+  // heads_per_block heads of one group (the replay group kernel; 1 otherwise), nchunks blocks
+  // per group
+  int32_t rows_per_block = 0, nsplit = 0, heads_per_block = 1, nchunks = 1;
   // inputs (x, B, C, z in the input dtype; dt float32 or the input dtype), outputs
   const void* x = nullptr;
   const void* dt = nullptr;
@@ -35,6 +36,7 @@ struct StepParams {
   bool dt_f32 = true, softplus = true, has_D = false, has_z = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
   bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursors
+  bool group = false;          ///< replay: the group kernel (replay_group.cuh), else replay.cuh
 };
 
 }  // namespace replayssm::cuda::mamba2

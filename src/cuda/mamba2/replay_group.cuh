@@ -1,0 +1,398 @@
+// The ReplaySSM decode step, group kernel (the dispatcher's default; replay.cuh is the fallback for
+// row splits that are not whole 16-byte ring chunks). Same contract as replay.cuh.
+//
+// An ordinary row needs from its checkpoint only d_r = S0_r·C, which does not depend on the
+// cursor, the ring or the record weights. So the dependent chain of a step (slot -> cursor ->
+// ring -> weights) runs beside the checkpoint stream instead of in front of it:
+//   - a block owns K = heads_per_block heads of one group, rows [p0, p0 + rows_per_block) of
+//     each, for one batch row; its last warp is the chain warp: B_j·C of the ring records and of
+//     the token, the record weights of the K heads (ring deltas, warp suffix sums), the appended
+//     delta and B;
+//   - the other warps stream the K checkpoint tiles through two shared-memory stages with
+//     cp.async (every thread reads only the chunks it copied: head k + 2 goes into the stage head
+//     k has left, no barrier), computing d_r as rows land, and copy the block's ring x rows into
+//     shared memory with cp.async (every physical row with prefetch_ring: no wait for the cursor);
+//   - one barrier, then the epilogue writes y = ā·d_r + Σ_{j<h} c_j·(B_j·C)·x_j[r] + c_h·(B·C)·x
+//     + D·x (coalesced) and appends the ring x rows.
+// Fold rows (flush, or the state-and-output route) wait for the chain (one more barrier), then
+// fold each head's rows as its tile lands (x_j and B_j from shared memory) and run the
+// conventional update through the same inline functions as the conventional kernel.
+// Grid: x = (g * nchunks + chunk) * nsplit + split, y = batch row. Shared memory: GroupSmem.
+#pragma once
+#include "cuda/common/async_copy.cuh"
+#include "cuda/mamba2/conventional.cuh"
+#include "cuda/mamba2/launch.h"
+#include "cuda/mamba2/replay.cuh"
+
+namespace replayssm::cuda::mamba2 {
+
+template <class TIn, class TState, class TRing, int N, int RPT>
+__global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const StepParams p) {
+  using Lay = Layout<sizeof(TState), N>;
+  using namespace replay_detail;
+  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
+  constexpr int CPL = Lay::kChunksPerLane;
+  constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
+  constexpr int NL = N / 32;            // B and C elements per lane of the chain warp
+  constexpr int FR = 16 / COLS;         // rows folded at once: 16 state registers
+  constexpr int KT = kGroupTokenItems;  // token x / z elements per streaming thread
+  constexpr int RB = 8;                 // ring B rows per round of the chain warp
+  static_assert(RPT % FR == 0 && VEC % 4 == 0 && N % 32 == 0, "layout");
+
+  extern __shared__ __align__(16) float smem[];
+  const int R = p.R, rpb = p.rows_per_block, K = p.heads_per_block;
+  const GroupSmem sm(R, N, rpb, static_cast<int>(sizeof(TState)), static_cast<int>(sizeof(TRing)),
+                     K);
+  TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
+  float* const sB = smem + sm.B;        // [R][N] ring B by logical record (fold rows)
+  float* const sd = smem + sm.d;        // [K][nrows] S0·C
+  float* const sxt = smem + sm.xt;      // [K][nrows] the token's x
+  float* const sz = smem + sm.z;        // [K][nrows] the token's z
+  float* const scoef = smem + sm.coef;  // [K][cs] record weights c_j
+  float* const sbc = smem + sm.bc;      // [cs] B_j·C, the token's at h
+  float* const shead = smem + sm.head;  // [K][4] A, delta, D, ā
+
+  const int split = blockIdx.x % p.nsplit;
+  const int rest = blockIdx.x / p.nsplit;
+  const int chunk = rest % p.nchunks;
+  const int g = rest / p.nchunks;
+  const int b = blockIdx.y;
+  const int hd0 = g * p.heads_per_group + chunk * K;
+  const int p0 = split * rpb;
+  const int nrows = min(rpb, p.P - p0);
+  const int V = K * nrows;  // (head, row) pairs: v = k * nrows + r
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int nstream = nthreads - 32;  // streaming threads; the last warp is the chain warp
+  const int lane = tid & 31, warp = tid >> 5;
+  const int lr = lane % LPR;
+  const int grp = warp * Lay::kRowsPerWarp + lane / LPR;  // first row of a streaming thread
+  const int pass = (nstream >> 5) * Lay::kRowsPerWarp;    // rows per pass of the streaming warps
+  TIn* const y0 = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
+
+  const int slot = p.slot_ids[b];
+  if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
+    for (int v = tid; v < V; v += nthreads) {
+      const int k = v / nrows;
+      y0[k * p.P + v - k * nrows] = from_f32<TIn>(0.0f);
+    }
+    return;
+  }
+  const int64_t sh0 = static_cast<int64_t>(slot) * p.H + hd0;               // (slot, first head)
+  TState* const S0 = static_cast<TState*>(p.state) + (sh0 * p.P + p0) * N;  // head k: + k*P*N
+  const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh0 * R * p.P + p0;
+  const int64_t bcoff = (static_cast<int64_t>(b) * p.G + g) * N;
+  const TIn* const Bin = static_cast<const TIn*>(p.B) + bcoff;
+  const TIn* const Cin = static_cast<const TIn*>(p.C) + bcoff;
+  const bool all = p.prefetch_ring;
+
+  // The cursor: raw loads; resolve() is where a warp first waits for them.
+  const int origin_raw = p.origin[slot];
+  const int hist_raw = p.hist[slot];
+  const int flush_raw = p.is_flush[slot];
+  int origin = 0, hist = 0;
+  auto resolve = [&] {
+    origin = origin_raw % R;
+    if (origin < 0) origin += R;
+    hist = min(max(hist_raw, 0), R - 1);
+  };
+  auto phys = [&](int j) {
+    const int q = origin + j;
+    return q >= R ? q - R : q;
+  };
+
+  // Streaming threads: head k's rows into stage k & 1 (one copy group, empty past the last head).
+  auto issue = [&](int k) {
+    if (k < K) {
+      TState* dst = reinterpret_cast<TState*>(smem + (k & 1) * sm.tile);
+      const TState* src = S0 + static_cast<int64_t>(k) * p.P * N;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        const int r = grp + i * pass;
+        if (r < nrows) {
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+            cp_async16(dst + r * N + Lay::col(c, lr),
+                       src + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+        }
+      }
+    }
+    cp_async_commit();
+  };
+  // Streaming threads: the ring x rows of the block's heads (all R, or the live ones), one group.
+  auto copy_ring_x = [&](bool every_row) {
+    const int cpr = nrows / VX;  // 16-byte copies per ring row segment
+    const int nrec = every_row ? R : hist;
+    const int total = K * nrec * cpr;
+#pragma unroll 1
+    for (int idx = tid; idx < total; idx += nstream) {
+      const int c = idx % cpr, rec = idx / cpr;
+      const int k = rec / nrec, jj = rec - k * nrec;
+      const int q = every_row ? jj : phys(jj);
+      cp_async16(sxr + (k * R + q) * rpb + c * VX,
+                 ringx + (static_cast<int64_t>(k) * R + q) * p.P + c * VX);
+    }
+    cp_async_commit();
+  };
+
+  float bv[COLS], cv[COLS];  // streaming threads: the token's B and C, this lane's columns
+  if (tid < nstream) {
+    issue(0);
+    issue(1);
+    if (all) copy_ring_x(true);
+    TIn xr[KT], zr[KT];
+#pragma unroll
+    for (int i = 0; i < KT; ++i) {
+      const int v = tid + i * nstream;
+      xr[i] = zr[i] = from_f32<TIn>(0.0f);
+      if (v < V) {
+        const int k = v / nrows, off = k * p.P + v - k * nrows;
+        xr[i] =
+            static_cast<const TIn*>(p.x)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
+        if (p.has_z)
+          zr[i] =
+              static_cast<const TIn*>(p.z)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
+      }
+    }
+    Loaded<TIn, VEC> braw[CPL], craw[CPL];
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) {
+      braw[c].load(Bin + Lay::col(c, lr));
+      craw[c].load(Cin + Lay::col(c, lr));
+    }
+    resolve();
+    if (!all) copy_ring_x(false);
+#pragma unroll
+    for (int i = 0; i < KT; ++i) {
+      const int v = tid + i * nstream;
+      if (v < V) sxt[v] = to_f32(xr[i]), sz[v] = to_f32(zr[i]);
+    }
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) braw[c].to(&bv[c * VEC]), craw[c].to(&cv[c * VEC]);
+  } else {
+    // ---- the chain warp
+    float A = 0.0f, delta = 0.0f, Dk = 0.0f;  // lane k < K: head hd0 + k
+    if (lane < K) {
+      const int hd = hd0 + lane;
+      const float A_log = p.A_log[hd], dt_bias = p.dt_bias[hd];
+      Dk = p.has_D ? p.D[hd] : 0.0f;
+      const float dt = load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd);
+      A = A_of(A_log);
+      delta = delta_of(dt, dt_bias, p.softplus);
+    }
+    Loaded<TIn, NL> bt, ct;  // the token's B and C, elements lane * NL ..
+    bt.load(Bin + lane * NL);
+    ct.load(Cin + lane * NL);
+    if (!all) resolve();
+    // Ring B of the group: B_j·C per record (every physical row when prefetching), rows of B for
+    // the fold by logical record.
+    const TRing* ringB =
+        static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
+    const int nB = all ? R : hist;
+    float c[NL];
+    ct.to(c);
+#pragma unroll 1
+    for (int j0 = 0; j0 < nB; j0 += RB) {
+      Loaded<TRing, NL> rb[RB];
+#pragma unroll
+      for (int u = 0; u < RB; ++u)
+        if (j0 + u < nB) rb[u].load(ringB + (all ? j0 + u : phys(j0 + u)) * N + lane * NL);
+      if (all) resolve();  // the first rows are in flight
+      const bool fold = flush_raw != 0 || p.state_route;
+#pragma unroll
+      for (int u = 0; u < RB; ++u) {
+        if (j0 + u >= nB) break;  // uniform
+        float e[NL];
+        rb[u].to(e);
+        float part = 0.0f;
+#pragma unroll
+        for (int v = 0; v < NL; ++v) part = __fmaf_rn(e[v], c[v], part);
+        const float bc = row_sum<32>(part);
+        int j = j0 + u;
+        if (all) j = j - origin < 0 ? j - origin + R : j - origin;  // physical -> logical
+        if (j < hist) {
+          if (lane == 0) sbc[j] = bc;
+          if (fold)
+#pragma unroll
+            for (int v = 0; v < NL; ++v) sB[j * N + lane * NL + v] = e[v];
+        }
+      }
+    }
+    {  // the token's B·C (record h)
+      float e[NL];
+      bt.to(e);
+      float part = 0.0f;
+#pragma unroll
+      for (int v = 0; v < NL; ++v) part = __fmaf_rn(e[v], c[v], part);
+      const float bc = row_sum<32>(part);
+      if (lane == 0) sbc[hist] = bc;
+    }
+    // Record weights, four heads' ring deltas in flight at a time.
+    const bool fold = flush_raw != 0 || p.state_route;
+    const int n = fold ? hist : hist + 1;  // records weighted (the token is record h)
+#pragma unroll 1
+    for (int k0 = 0; k0 < K; k0 += 4) {
+      float d0[4], d1[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float* rdt = p.ring_dt + (sh0 + k0 + u) * R;
+        d0[u] = k0 + u < K && lane < hist ? rdt[phys(lane)] : 0.0f;
+        d1[u] = k0 + u < K && lane + 32 < hist ? rdt[phys(lane + 32)] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int k = k0 + u;
+        if (k >= K) break;  // uniform
+        const float Ak = __shfl_sync(kFull, A, k), dk = __shfl_sync(kFull, delta, k);
+        const float Dh = __shfl_sync(kFull, Dk, k);
+        const float e0 = lane < hist ? d0[u] : (lane < n ? dk : 0.0f);
+        const float e1 = lane + 32 < hist ? d1[u] : (lane + 32 < n ? dk : 0.0f);
+        float* coef = scoef + k * sm.cs;
+        const float abar = record_weights(e0, e1, n, Ak, coef, lane);
+        if (lane == 0) {
+          float* hk = shead + 4 * k;
+          hk[0] = Ak, hk[1] = dk, hk[2] = Dh, hk[3] = abar;
+        }
+        if (!fold) {  // ordinary rows weigh x_j by w_j = c_j·(B_j·C)
+          __syncwarp();
+          for (int j = lane; j < n; j += 32) coef[j] = __fmul_rn(coef[j], sbc[j]);
+        }
+      }
+    }
+    if (flush_raw == 0) {  // the token's record: delta per head, B once per group
+      const int qh = phys(hist);
+      if (split == 0 && lane < K) p.ring_dt[(sh0 + lane) * R + qh] = delta;
+      if (chunk == 0 && split == 0) {
+        TRing* rB =
+            static_cast<TRing*>(p.ring_B) + ((static_cast<int64_t>(slot) * p.G + g) * R + qh) * N;
+        for (int v = lane; v < N; v += 32) rB[v] = from_f32<TRing>(to_f32(Bin[v]));
+      }
+    }
+  }
+
+  const bool flush = flush_raw != 0;
+  const bool fold = flush || p.state_route;  // materialise the state for this row
+  if (fold) {  // the weights, B_j and x_j are needed before the first row
+    if (tid < nstream) cp_async_wait<0>();
+    __syncthreads();
+  }
+  if (tid < nstream) {
+#pragma unroll 1
+    for (int k = 0; k < K; ++k) {
+      cp_async_wait_upto(k < 2 ? 2 : 1);  // head k landed (copy groups: h0, h1, ring, h2, ...)
+      const TState* tile = reinterpret_cast<const TState*>(smem + (k & 1) * sm.tile);
+      if (!fold) {
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          const int r = grp + i * pass;
+          float part = 0.0f;
+          if (r < nrows) {
+            float s[COLS];
+#pragma unroll
+            for (int cc = 0; cc < CPL; ++cc)
+              unpack16<TState>(*reinterpret_cast<const uint4*>(tile + r * N + Lay::col(cc, lr)),
+                               &s[cc * VEC]);
+#pragma unroll
+            for (int e = 0; e < COLS; ++e) part = __fmaf_rn(s[e], cv[e], part);
+          }
+          const float sum = row_sum<LPR>(part);
+          if (r < nrows && lr == 0) sd[k * nrows + r] = sum;
+        }
+      } else {
+        const float* coef = scoef + k * sm.cs;
+        const float* hk = shead + 4 * k;
+        const float A = hk[0], delta = hk[1], abar = hk[3];
+        const float a = decay_of(delta, A);
+        const TRing* xk = sxr + k * R * rpb;
+#pragma unroll 1
+        for (int i0 = 0; i0 < RPT; i0 += FR) {
+          float s[FR][COLS];
+#pragma unroll
+          for (int f = 0; f < FR; ++f) {
+            const int r = grp + (i0 + f) * pass;
+#pragma unroll
+            for (int cc = 0; cc < CPL; ++cc)
+              unpack16<TState>(
+                  r < nrows ? *reinterpret_cast<const uint4*>(tile + r * N + Lay::col(cc, lr))
+                            : make_uint4(0, 0, 0, 0),
+                  &s[f][cc * VEC]);
+          }
+          if (hist > 0) {
+            // S_h = ā_h·S0 + Σ_{j<h} c_j·x_j·B_jᵀ, records in order.
+#pragma unroll
+            for (int f = 0; f < FR; ++f)
+#pragma unroll
+              for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar, s[f][e]);
+#pragma unroll 1
+            for (int j = 0; j < hist; ++j) {
+              float bq[COLS];
+              const float* Bj = sB + j * N;
+#pragma unroll
+              for (int cc = 0; cc < CPL; ++cc)
+#pragma unroll
+                for (int e = 0; e < VEC; e += 4) {
+                  const float4 t = *reinterpret_cast<const float4*>(Bj + Lay::col(cc, lr) + e);
+                  bq[cc * VEC + e] = t.x, bq[cc * VEC + e + 1] = t.y;
+                  bq[cc * VEC + e + 2] = t.z, bq[cc * VEC + e + 3] = t.w;
+                }
+              const TRing* xj = xk + phys(j) * rpb;
+              const float cj = coef[j];
+#pragma unroll
+              for (int f = 0; f < FR; ++f) {
+                const int r = grp + (i0 + f) * pass;
+                const float cx = r < nrows ? __fmul_rn(cj, to_f32(xj[r])) : 0.0f;
+#pragma unroll
+                for (int e = 0; e < COLS; ++e) s[f][e] = __fmaf_rn(cx, bq[e], s[f][e]);
+              }
+            }
+          }
+          // The conventional update with the token: the same code as the conventional kernel.
+#pragma unroll
+          for (int f = 0; f < FR; ++f) {
+            const int r = grp + (i0 + f) * pass;
+            const bool valid = r < nrows;
+            const float xv = valid ? sxt[k * nrows + r] : 0.0f;
+            float part = 0.0f;
+            if (valid) part = update_row<COLS>(s[f], a, __fmul_rn(delta, xv), bv, cv);
+            const float sum = row_sum<LPR>(part);
+            if (valid) {
+              if (lr == 0)
+                y0[k * p.P + r] =
+                    from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, sz[k * nrows + r]));
+              if (flush) {
+                TState* dst = S0 + (static_cast<int64_t>(k) * p.P + r) * N;
+#pragma unroll
+                for (int cc = 0; cc < CPL; ++cc)
+                  store16_stream(dst + Lay::col(cc, lr), &s[f][cc * VEC]);
+              }
+            }
+          }
+        }
+      }
+      issue(k + 2);  // into the stage this thread has just read
+    }
+    cp_async_wait<0>();  // the ring x rows (the epilogue reads every thread's copies)
+  }
+  __syncthreads();
+
+  // ---- epilogue: ordinary rows' y, and the ring x rows of the token's record
+  const int qh = phys(hist);
+  TRing* const rxw = static_cast<TRing*>(p.ring_x) + (sh0 * R + qh) * p.P + p0;  // head k: k*R*P
+#pragma unroll 1
+  for (int v = tid; v < V; v += nthreads) {
+    const int k = v / nrows, r = v - k * nrows;
+    const float xv = sxt[v];
+    if (!fold) {
+      const float* w = scoef + k * sm.cs;  // w_j = c_j·(B_j·C), the token's at h
+      const float* hk = shead + 4 * k;
+      const TRing* xk = sxr + k * R * rpb + r;
+      float sum = __fmul_rn(hk[3], sd[v]);
+#pragma unroll 4
+      for (int j = 0; j < hist; ++j) sum = __fmaf_rn(w[j], to_f32(xk[phys(j) * rpb]), sum);
+      sum = __fmaf_rn(w[hist], xv, sum);
+      y0[k * p.P + r] = from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, sz[v]));
+    }
+    if (!flush) rxw[static_cast<int64_t>(k) * R * p.P + r] = from_f32<TRing>(xv);
+  }
+}
+
+}  // namespace replayssm::cuda::mamba2
