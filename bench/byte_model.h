@@ -1,24 +1,26 @@
-// Bytes one Mamba-2 decode call moves per sequence (one layer, one step): the model of
-// bench/NOTES.md. State/checkpoint S in its storage dtype; bf16 x, dt, B, C, y; ring x and B in
-// bf16, ring delta in fp32; an int32 slot id; cursors origin + h (int32) + is_flush (int8).
-// B and C are per group (counted once, not per head). GB/s and % copy use these counts, so they
-// measure how close a kernel runs to the minimal traffic of its design.
+// Bytes one decode call moves per sequence (one layer, one step), for every family: a state /
+// checkpoint, the step's inputs and output (io), and one ring record; the designs' formulas over
+// those three are family-neutral. Mamba-2 counts: bench/NOTES.md (state in its storage dtype;
+// bf16 x, dt, B, C, y; ring x and B bf16, ring delta fp32; B and C per group, counted once).
+// GDN/KDA counts: bench/NOTES_gdn.md (bf16 q, k, v, a, b, y; ring u, k^, g fp32; k^ per key head
+// and q/k per key head counted once). Both: an int32 slot id; cursors origin + h (int32) +
+// is_flush (int8). GB/s and % copy use these counts, so they measure how close a kernel runs to
+// the minimal traffic of its design.
 #pragma once
 #include <cstdint>
 
 namespace replayssm::bench {
 
-struct Mamba2Bytes {
-  int64_t H = 0, P = 0, N = 0, G = 0;
-  int64_t state_elem = 4;  ///< bytes per state element
+struct StepBytes {
+  int64_t state_bytes = 0;   ///< one slot's state / checkpoint
+  int64_t io_bytes = 0;      ///< inputs + output + slot id of one sequence
+  int64_t record_bytes = 0;  ///< one ring record
 
   static constexpr int64_t kCursorBytes = 4 + 4 + 1;
 
-  int64_t state() const { return H * P * N * state_elem; }
-  /// x in + y out (H·P bf16 each), dt (one bf16 per head), B and C (G·N bf16 each), slot id.
-  int64_t io() const { return 2 * H * P * 2 + H * 2 + 2 * G * N * 2 + 4; }
-  /// One ring record: x (H·P bf16), processed delta (H fp32), B (G·N bf16).
-  int64_t record() const { return H * P * 2 + H * 4 + G * N * 2; }
+  int64_t state() const { return state_bytes; }
+  int64_t io() const { return io_bytes; }
+  int64_t record() const { return record_bytes; }
 
   /// Read S, update, write S, y.
   int64_t conventional() const { return 2 * state() + io(); }
@@ -36,5 +38,22 @@ struct Mamba2Bytes {
     return sum / static_cast<double>(L);
   }
 };
+
+/// Mamba-2: H heads, headdim P, d_state N, G groups, state_elem bytes per state element.
+/// io: x in + y out (H·P bf16 each), dt (one bf16 per head), B and C (G·N bf16 each), slot id.
+/// record: x (H·P bf16), processed delta (H fp32), B (G·N bf16).
+inline StepBytes mamba2_bytes(int64_t H, int64_t P, int64_t N, int64_t G, int64_t state_elem) {
+  return {H * P * N * state_elem, 2 * H * P * 2 + H * 2 + 2 * G * N * 2 + 4,
+          H * P * 2 + H * 4 + G * N * 2};
+}
+
+/// GDN / KDA: H key heads, HV value heads, K, V; gw = 1 (GDN, scalar gate) or K (KDA).
+/// io: q, k (H·K bf16 each), v and y (HV·V bf16 each), a (HV·gw bf16), b (HV bf16), slot id.
+/// record: u (HV·V fp32), k^ (H·K fp32), g (HV·gw fp32).
+inline StepBytes gdn_bytes(int64_t H, int64_t HV, int64_t K, int64_t V, int64_t gw,
+                           int64_t state_elem) {
+  return {HV * V * K * state_elem, 2 * H * K * 2 + 2 * HV * V * 2 + HV * gw * 2 + HV * 2 + 4,
+          HV * V * 4 + H * K * 4 + HV * gw * 4};
+}
 
 }  // namespace replayssm::bench

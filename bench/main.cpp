@@ -1,11 +1,13 @@
-// replayssm_bench: the kernel benchmark program (issue 3). One subcommand, `kernels`, measures our
-// CUDA decode kernels with the method of DESIGN.md §4 and writes the JSON of §4 (bench/README.md).
+// replayssm_bench: the kernel benchmark program (issues 3 and 4). One subcommand, `kernels`,
+// measures our CUDA decode kernels (Mamba-2, GDN, KDA) with the method of DESIGN.md §4 and writes
+// the JSON of §4 (bench/README.md).
 // Errors print one line and exit non-zero.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +22,7 @@
 
 #include "copy_ceiling.h"
 #include "cuda_util.h"
+#include "gdn_kernels.h"
 #include "mamba2_kernels.h"
 #include "progress.h"
 #include "results.h"
@@ -29,7 +32,7 @@ namespace {
 
 struct KernelsArgs {
   std::string family = "mamba2";
-  std::vector<std::string> shapes = {"nano-4b", "super-120b"};
+  std::vector<std::string> shapes;  // empty: every shape of the family
   std::vector<int64_t> batches = {1, 8, 32, 64, 128, 256, 512};
   int L = 16;
   std::vector<int> sweep_L = {4, 8, 16, 32};
@@ -59,14 +62,40 @@ DType state_dtype(const std::string& s) {
   throw BenchError("--state " + s + ": expected fp32, fp16 or bf16");
 }
 
+/// The families a --family value runs, in order.
+std::vector<std::string> families(const std::string& f) {
+  if (f == "all") return {"mamba2", "gdn", "kda"};
+  return {f};
+}
+
+/// Shapes of `family`: all of them, or those of --shapes that belong to it.
+std::vector<std::string> family_shapes(const std::string& family,
+                                       const std::vector<std::string>& asked) {
+  std::vector<std::string> all;
+  if (family == "mamba2")
+    for (const auto& s : mamba2_shapes()) all.push_back(s.name);
+  else
+    all = gdn_shape_names(family);
+  if (asked.empty()) return all;
+  std::vector<std::string> out;
+  for (const std::string& s : asked)
+    if (std::find(all.begin(), all.end(), s) != all.end()) out.push_back(s);
+  return out;
+}
+
+/// Input description of the "method" object, per family.
+const char* inputs_of(const std::string& family) {
+  if (family == "mamba2") return "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots";
+  return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; random slots";
+}
+
 int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   int dev = 0;
   BENCH_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
 
-  Mamba2Config cfg;
-  cfg.shapes = a.shapes;
+  KernelConfig cfg;
   cfg.batches = a.batches;
   cfg.L = a.L;
   cfg.sweep_L = a.sweep_L;
@@ -83,25 +112,51 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   cfg.state = state_dtype(a.state);
   cfg.seed = a.seed;
 
+  // One config per family run (same points, its own shapes).
+  std::vector<std::pair<std::string, KernelConfig>> runs;
+  long graphs = 0;
+  double bytes = 0;
+  std::vector<std::string> shapes_run;
+  for (const std::string& f : families(a.family)) {
+    KernelConfig c = cfg;
+    c.shapes = family_shapes(f, a.shapes);
+    if (c.shapes.empty()) continue;
+    graphs += f == "mamba2" ? mamba2_graph_count(c) : gdn_graph_count(c);
+    bytes += f == "mamba2" ? mamba2_run_bytes(c) : gdn_run_bytes(c);
+    shapes_run.insert(shapes_run.end(), c.shapes.begin(), c.shapes.end());
+    runs.emplace_back(f, std::move(c));
+  }
+  if (runs.empty()) throw BenchError("--shapes: no shape of --family " + a.family);
+
   std::fprintf(stderr, "replayssm_bench kernels: %s (%d SMs, %d MB L2), seed %llu\n", prop.name,
                prop.multiProcessorCount, prop.l2CacheSize >> 20,
                static_cast<unsigned long long>(a.seed));
   const int64_t copy_bytes = a.quick ? (int64_t{1} << 30) : (int64_t{4} << 30);
   const CopyCeiling copy = measure_copy_ceiling(copy_bytes, 2, a.quick ? 5 : 10);
   cfg.copy_gbps = copy.best_gbps();
+  for (auto& [f, c] : runs) c.copy_gbps = cfg.copy_gbps;
   std::fprintf(stderr,
                "copy ceiling (%lld MiB, read + write): SM copy kernel %.0f GB/s, "
                "cudaMemcpyAsync %.0f GB/s\n",
                static_cast<long long>(copy_bytes >> 20), copy.sm_kernel_gbps, copy.memcpy_gbps);
 
+  // The run's traffic at the copy ceiling: a lower bound of its time (setup and checks excluded).
+  if (a.family != "mamba2")
+    std::fprintf(stderr, "%ld graphs moving %.0f GB: >= %.0f s at the copy ceiling\n", graphs,
+                 bytes / 1e9, bytes / (cfg.copy_gbps * 1e9));
+
   const bool tty = isatty(fileno(stderr)) != 0;
-  cli::Progress progress("mamba2 kernels", mamba2_graph_count(cfg));
-  cfg.on_graph = [&] { progress.tick(); };
-  cfg.on_point = [&](const std::string& line) {
-    if (!tty) std::fprintf(stderr, "%s\n", line.c_str());
-  };
+  cli::Progress progress(a.family + " kernels", graphs);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Row> rows = run_mamba2(cfg);
+  std::vector<Row> rows;
+  for (auto& [f, c] : runs) {
+    c.on_graph = [&] { progress.tick(); };
+    c.on_point = [&](const std::string& line) {
+      if (!tty) std::fprintf(stderr, "%s\n", line.c_str());
+    };
+    const std::vector<Row> r = f == "mamba2" ? run_mamba2(c) : run_gdn(c);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
   progress.done();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -126,8 +181,13 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
         {"warm_replays", cfg.timing.warm_replays},
         {"timed_replays", cfg.timing.timed_replays},
         {"us", "median graph replay time / (R calls x steps per call)"},
-        {"inputs", "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots"}};
-    j["args"] = {{"family", a.family},   {"shapes", cfg.shapes},
+        {"inputs", inputs_of(a.family)}};
+    if (a.family == "all") {
+      nlohmann::json in;
+      for (const auto& [f, c] : runs) in[f] = inputs_of(f);
+      j["method"]["inputs"] = in;
+    }
+    j["args"] = {{"family", a.family},   {"shapes", shapes_run},
                  {"batch", cfg.batches}, {"L", cfg.L},
                  {"L_sweep", cfg.sweep_L}, {"L_sweep_batch", cfg.sweep_batches},
                  {"state", a.state},     {"quick", a.quick},
@@ -157,10 +217,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   KernelsArgs a;
   CLI::App* k = app.add_subcommand("kernels", "decode-step kernels: conventional vs ReplaySSM");
-  k->add_option("--family", a.family, "op family")->check(CLI::IsMember({"mamba2"}))->required();
-  k->add_option("--shapes", a.shapes, "model shapes")
+  k->add_option("--family", a.family, "op family (all: mamba2, then gdn, then kda)")
+      ->check(CLI::IsMember({"mamba2", "gdn", "kda", "all"}))
+      ->required();
+  k->add_option("--shapes", a.shapes, "model shapes (default: every shape of the family)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"nano-4b", "super-120b"}));
+      ->check(CLI::IsMember({"nano-4b", "super-120b", "qwen3.5-4b", "qwen3.5-122b",
+                             "kimi-linear"}));
   k->add_option("--batch", a.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
   k->add_option("--L", a.L, "ring length of the main points")->check(CLI::Range(3, 64));
   k->add_option("--L-sweep", a.sweep_L, "ring lengths of the L sweep")

@@ -10,19 +10,13 @@
 namespace replayssm::bench {
 namespace {
 
-constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32, kI32 = DType::kI32, kI8 = DType::kI8;
+constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
 
 size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
 
 TensorView view(const DeviceMemory& m, int64_t offset_bytes, DType t,
                 std::initializer_list<int64_t> shape) {
-  return make_view(static_cast<char*>(m.get()) + offset_bytes, t, shape, Device::kCUDA);
-}
-
-template <class T>
-void upload(DeviceMemory& dst, const std::vector<T>& v, cudaStream_t s) {
-  BENCH_CUDA(cudaMemcpyAsync(dst.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-  BENCH_CUDA(cudaStreamSynchronize(s));  // v may go out of scope
+  return device_view(m, offset_bytes, t, shape);
 }
 
 float softplus(float v) { return std::log1p(std::exp(v)); }
@@ -33,7 +27,7 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
                        uint64_t seed, cudaStream_t stream)
     : batch_(batch),
       calls_(calls),
-      slots_(batch * calls),
+      nslots_(batch * calls),
       state_t_(state),
       seed_(seed),
       stream_(stream),
@@ -62,7 +56,7 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   layer_.dt_softplus = true;
 
   // The pool's state / checkpoints.
-  const int64_t nstate = slots_ * H * P * N;
+  const int64_t nstate = nslots_ * H * P * N;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
 
@@ -80,22 +74,15 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   fill_uniform(C_.get(), kBF16, nbc, -1.0f, 1.0f, seed_ + 5, stream);
   fill_nan(y_.get(), kBF16, nx, stream);
 
-  // Slot ids: a random permutation of the pool, call r takes the r-th run of `batch` of them.
-  std::vector<int32_t> perm(static_cast<size_t>(slots_));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng_);
-  ids_ = DeviceMemory(nbytes(slots_, kI32));
-  upload(ids_, perm, stream);
-  ones_ = DeviceMemory(nbytes(slots_, kI32));
-  upload(ones_, std::vector<int32_t>(static_cast<size_t>(slots_), 1), stream);
+  slots_ = std::make_unique<SlotPool>(batch, calls, rng_, stream);
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 
 void Mamba2Pool::set_ring(int L) {
   const auto& d = layer_.dims;
   L_ = L;
-  const int64_t nx = slots_ * d.nheads * L * d.headdim, ndt = slots_ * d.nheads * L,
-                nB = slots_ * d.ngroups * L * d.d_state;
+  const int64_t nx = nslots_ * d.nheads * L * d.headdim, ndt = nslots_ * d.nheads * L,
+                nB = nslots_ * d.ngroups * L * d.d_state;
   ring_x_.reset(), ring_dt_.reset(), ring_B_.reset();  // free before allocating the next size
   ring_x_ = DeviceMemory(nbytes(nx, kBF16));
   ring_dt_ = DeviceMemory(nbytes(ndt, kF32));
@@ -105,39 +92,7 @@ void Mamba2Pool::set_ring(int L) {
   fill_uniform(ring_dt_.get(), kF32, ndt, softplus(-3.0f), softplus(-0.5f), seed_ + 11 + L,
                stream_);
   fill_uniform(ring_B_.get(), kBF16, nB, -1.0f, 1.0f, seed_ + 12 + L, stream_);
-  if (!origin_.get()) {
-    origin_ = DeviceMemory(nbytes(slots_, kI32));
-    h_ = DeviceMemory(nbytes(slots_, kI32));
-    flush_ = DeviceMemory(nbytes(slots_, kI8));
-  }
-  set_cursors_fixed(0);
-}
-
-void Mamba2Pool::upload_cursors(const std::vector<int32_t>& h) {
-  if (L_ < 1) throw BenchError("Mamba2Pool: set_ring before setting cursors");
-  std::uniform_int_distribution<int32_t> uorigin(0, L_ - 1);
-  std::vector<int32_t> origin(h.size());
-  std::vector<int8_t> flush(h.size());
-  for (size_t i = 0; i < h.size(); ++i) {
-    if (h[i] < 0 || h[i] > L_ - 1) throw BenchError("Mamba2Pool: cursor h out of 0..L-1");
-    origin[i] = uorigin(rng_);
-    // The decode-mode rule of ring.h with T = 1: a row flushes when h + 2 > L.
-    flush[i] = h[i] + 2 > L_ ? 1 : 0;
-  }
-  upload(origin_, origin, stream_);
-  upload(h_, h, stream_);
-  upload(flush_, flush, stream_);
-}
-
-void Mamba2Pool::set_cursors_fixed(int h) {
-  upload_cursors(std::vector<int32_t>(static_cast<size_t>(slots_), h));
-}
-
-void Mamba2Pool::set_cursors_mixed() {
-  std::vector<int32_t> h(static_cast<size_t>(slots_));
-  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>(i % static_cast<size_t>(L_));
-  std::shuffle(h.begin(), h.end(), rng_);
-  upload_cursors(h);
+  slots_->set_L(L);
 }
 
 mamba2::Tokens Mamba2Pool::tokens(int r) const {
@@ -157,72 +112,48 @@ TensorView Mamba2Pool::y(int r) const {
   return view(y_, b0 * d.nheads * d.headdim * 2, kBF16, {batch_, d.nheads, d.headdim});
 }
 
-Rows Mamba2Pool::rows(int r, cudaStream_t s) const {
-  Rows rows;
-  rows.slot_ids = view(ids_, static_cast<int64_t>(r) * batch_ * 4, kI32, {batch_});
-  rows.pad_slot_id = -1;
-  rows.stream = s;
-  rows.check_device_ids = false;  // ids are a permutation by construction; no host round trip
-  return rows;
-}
-
 mamba2::Cache Mamba2Pool::cache() const {
   const auto& d = layer_.dims;
   mamba2::Cache c;
-  c.state = view(state_, 0, state_t_, {slots_, d.nheads, d.headdim, d.d_state});
+  c.state = view(state_, 0, state_t_, {nslots_, d.nheads, d.headdim, d.d_state});
   if (L_ > 0) {
-    c.ring_x = view(ring_x_, 0, kBF16, {slots_, d.nheads, L_, d.headdim});
-    c.ring_dt = view(ring_dt_, 0, kF32, {slots_, d.nheads, L_});
-    c.ring_B = view(ring_B_, 0, kBF16, {slots_, d.ngroups, L_, d.d_state});
+    c.ring_x = view(ring_x_, 0, kBF16, {nslots_, d.nheads, L_, d.headdim});
+    c.ring_dt = view(ring_dt_, 0, kF32, {nslots_, d.nheads, L_});
+    c.ring_B = view(ring_B_, 0, kBF16, {nslots_, d.ngroups, L_, d.d_state});
   }
-  return c;
-}
-
-RingCursors Mamba2Pool::cursors() const {
-  RingCursors c;
-  c.origin = view(origin_, 0, kI32, {slots_});
-  c.h = view(h_, 0, kI32, {slots_});
-  c.is_flush = view(flush_, 0, kI8, {slots_});
-  c.config = RingConfig{L_, 1, RingMode::kDecode};
   return c;
 }
 
 void Mamba2Pool::enqueue_conventional(cudaStream_t s) const {
   mamba2::Cache c = cache();
   for (int r = 0; r < calls_; ++r)
-    cuda::mamba2::conventional_step(layer_, c, tokens(r), rows(r, s), y(r));
+    cuda::mamba2::conventional_step(layer_, c, tokens(r), slots_->rows(r, s), y(r));
 }
 
 void Mamba2Pool::enqueue_replay(cudaStream_t s, const cuda::mamba2::Plan& plan, int steps,
                                 bool commit) const {
   if (L_ < 1) throw BenchError("Mamba2Pool: set_ring before a replay step");
   mamba2::Cache c = cache();
-  RingCursors cur = cursors();
-  Rows all;
-  all.slot_ids = view(ids_, 0, kI32, {slots_});
-  all.pad_slot_id = -1;
-  all.stream = s;
-  all.check_device_ids = false;
-  const TensorView accepted = view(ones_, 0, kI32, {slots_});
+  RingCursors cur = slots_->cursors();
   for (int step = 0; step < steps; ++step) {
     for (int r = 0; r < calls_; ++r)
-      cuda::mamba2::replay_step(layer_, c, cur, tokens(r), rows(r, s), y(r), plan);
-    if (commit) replayssm::commit(cur, all, accepted);
+      cuda::mamba2::replay_step(layer_, c, cur, tokens(r), slots_->rows(r, s), y(r), plan);
+    if (commit) slots_->commit_all(s);
   }
 }
 
 void Mamba2Pool::poison_outputs() {
   const auto& d = layer_.dims;
-  fill_nan(y_.get(), kBF16, slots_ * d.nheads * d.headdim, stream_);
+  fill_nan(y_.get(), kBF16, nslots_ * d.nheads * d.headdim, stream_);
   BENCH_CUDA(cudaStreamSynchronize(stream_));
 }
 
 void Mamba2Pool::check_finite(const std::string& what) {
   const auto& d = layer_.dims;
-  const int64_t ny = slots_ * d.nheads * d.headdim;
+  const int64_t ny = nslots_ * d.nheads * d.headdim;
   const int64_t bad_y = count_nonfinite(y_.get(), kBF16, ny, stream_);
   const int64_t bad_s =
-      count_nonfinite(state_.get(), state_t_, slots_ * d.nheads * d.headdim * d.d_state, stream_);
+      count_nonfinite(state_.get(), state_t_, nslots_ * d.nheads * d.headdim * d.d_state, stream_);
   if (bad_y || bad_s)
     throw BenchError(what + ": " + std::to_string(bad_y) + " of " + std::to_string(ny) +
                      " outputs and " + std::to_string(bad_s) +

@@ -6,11 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda_util.h"
+#include "slot_pool.h"
 #include "replayssm/mamba2.h"
 #include "replayssm/ring.h"
 
@@ -24,11 +26,9 @@ class Mamba2Pool {
   /// (Re)allocates and fills the ring for ring length L (bf16 x and B, fp32 delta).
   void set_ring(int L);
 
-  /// Cursors of every slot: all rows hold h records (is_flush iff h = L - 1).
-  void set_cursors_fixed(int h);
-  /// Every row at a random phase h in 0..L-1, the phases spread evenly over the pool (1/L of the
-  /// rows flush on each step).
-  void set_cursors_mixed();
+  /// Cursors of every slot (SlotPool).
+  void set_cursors_fixed(int h) { slots_->set_cursors_fixed(h); }
+  void set_cursors_mixed() { slots_->set_cursors_mixed(); }
 
   /// The R conventional calls.
   void enqueue_conventional(cudaStream_t s) const;
@@ -43,33 +43,31 @@ class Mamba2Pool {
   void check_finite(const std::string& what);
 
   const mamba2::Dims& dims() const { return layer_.dims; }
-  int64_t batch() const { return batch_; }
-  int calls() const { return calls_; }
-  int64_t slots() const { return slots_; }
-  int L() const { return L_; }
+  int64_t batch() const { return slots_->batch(); }
+  int calls() const { return slots_->calls(); }
+  int64_t slots() const { return slots_->slots(); }
+  int L() const { return slots_->L(); }
   DType state_dtype() const { return state_t_; }
 
  private:
   mamba2::Tokens tokens(int r) const;
   TensorView y(int r) const;
-  Rows rows(int r, cudaStream_t s) const;
   mamba2::Cache cache() const;
-  RingCursors cursors() const;
-  void upload_cursors(const std::vector<int32_t>& h);
 
   mamba2::Layer layer_;
   int64_t batch_;
   int calls_;
-  int64_t slots_;
+  int64_t nslots_;
   DType state_t_;
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;
   std::mt19937_64 rng_;
+  std::unique_ptr<SlotPool> slots_;  // made after the parameters (their draws come first)
   DeviceMemory A_log_, dt_bias_, D_;
   DeviceMemory state_;
-  DeviceMemory x_, dt_, B_, C_, y_, ids_, ones_;
-  DeviceMemory ring_x_, ring_dt_, ring_B_, origin_, h_, flush_;
+  DeviceMemory x_, dt_, B_, C_, y_;
+  DeviceMemory ring_x_, ring_dt_, ring_B_;
 };
 
 }  // namespace replayssm::bench

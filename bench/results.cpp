@@ -2,7 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 #include <tuple>
 
 namespace replayssm::bench {
@@ -50,13 +53,22 @@ std::string id(const Row& r) {
   return r.route + "/" + r.mode + "/" + (r.h ? std::to_string(*r.h) : std::string("-"));
 }
 
+/// Title of a family's table.
+std::string family_title(const std::string& f) {
+  if (f == "mamba2") return "Mamba-2";
+  if (f == "gdn") return "Gated DeltaNet";
+  if (f == "kda") return "KDA";
+  return f;
+}
+
 std::string cell(const Row* r, const char* fmt_str = "{:.2f}") {
   return r ? fmt::format(fmt::runtime(fmt_str), r->us) : std::string("-");
 }
 
-}  // namespace
-
-void print_table(const std::vector<Row>& rows, double copy_gbps) {
+void print_family_table(const std::string& family, const std::vector<Row>& rows,
+                        double copy_gbps) {
+  int w = 11;  // shape column (Mamba-2's width; wider for longer names)
+  for (const Row& r : rows) w = std::max(w, static_cast<int>(r.shape.size()));
   std::map<std::pair<std::string, int64_t>, const Row*> conv;
   for (const Row& r : rows)
     if (r.variant == "conventional") conv[{r.shape, r.batch}] = &r;
@@ -68,13 +80,13 @@ void print_table(const std::vector<Row>& rows, double copy_gbps) {
     auto c = conv.find({r.shape, r.batch});
     if (c != conv.end()) ln.conv = c->second;
   }
-  fmt::print("\nMamba-2 decode, µs per call (median of graph replays); %cp = byte model GB/s over "
+  fmt::print("\n{} decode, µs per call (median of graph replays); %cp = byte model GB/s over "
              "the copy ceiling {:.0f} GB/s;\n×conv = conventional µs / replay µs. Replay columns: "
              "the dispatcher's route; the last two: window µs with each route forced.\n\n",
-             copy_gbps);
-  fmt::print("{:<11} {:>5} {:>3} {:>3} | {:>9} {:>4} | {:>8} {:>9} {:>9} | {:>9} {:>4} {:>6} | "
+             family_title(family), copy_gbps);
+  fmt::print("{:<{}} {:>5} {:>3} {:>3} | {:>9} {:>4} | {:>8} {:>9} {:>9} | {:>9} {:>4} {:>6} | "
              "{:>9} {:>6} | {:>9} {:>9}\n",
-             "shape", "batch", "L", "R", "conv", "%cp", "step h1", "step hL-2", "flush",
+             "shape", w, "batch", "L", "R", "conv", "%cp", "step h1", "step hL-2", "flush",
              "window", "%cp", "×conv", "mixed", "×conv", "win out", "win st+o");
   for (const auto& [key, ln] : lines) {
     const auto& [shape, batch, L] = key;
@@ -90,15 +102,30 @@ void print_table(const std::vector<Row>& rows, double copy_gbps) {
     const Row* wo = get("output-only/window/-");
     const Row* ws = get("state-and-output/window/-");
     const int calls = win ? win->calls : (s1 ? s1->calls : 0);
-    fmt::print("{:<11} {:>5} {:>3} {:>3} | {:>9} {:>4} | {:>8} {:>9} {:>9} | {:>9} {:>4} {:>6} | "
+    fmt::print("{:<{}} {:>5} {:>3} {:>3} | {:>9} {:>4} | {:>8} {:>9} {:>9} | {:>9} {:>4} {:>6} | "
                "{:>9} {:>6} | {:>9} {:>9}\n",
-               shape, batch, L, calls, cell(ln.conv),
+               shape, w, batch, L, calls, cell(ln.conv),
                ln.conv ? fmt::format("{:.0f}", ln.conv->pct_copy_bw) : "-", cell(s1), cell(s2),
                cell(fl), cell(win), win ? fmt::format("{:.0f}", win->pct_copy_bw) : "-",
                win ? fmt::format("{:.2f}", win->speedup) : "-", cell(mix),
                mix ? fmt::format("{:.2f}", mix->speedup) : "-", cell(wo), cell(ws));
   }
   fmt::print("\n");
+}
+
+}  // namespace
+
+void print_table(const std::vector<Row>& all, double copy_gbps) {
+  std::vector<std::string> families;  // in the order of the rows
+  for (const Row& r : all)
+    if (std::find(families.begin(), families.end(), r.family) == families.end())
+      families.push_back(r.family);
+  for (const std::string& family : families) {
+    std::vector<Row> rows;
+    for (const Row& r : all)
+      if (r.family == family) rows.push_back(r);
+    print_family_table(family, rows, copy_gbps);
+  }
 }
 
 }  // namespace replayssm::bench

@@ -38,8 +38,8 @@ struct Row {
 
 nlohmann::json row_json(const Row& r);
 
-/// The wide summary table (one line per shape, batch and L; dispatcher route; window µs of each
-/// forced route at the end), printed to stdout.
+/// The wide summary tables, one per family (one line per shape, batch and L; dispatcher route;
+/// window µs of each forced route at the end), printed to stdout.
 void print_table(const std::vector<Row>& rows, double copy_gbps);
 
 }  // namespace replayssm::bench

@@ -1,0 +1,98 @@
+#include "gdn_kernels.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "cuda/gdn/gdn_cuda.h"
+#include "gdn_pool.h"
+
+namespace replayssm::bench {
+namespace {
+
+namespace cg = cuda::gdn;
+
+/// The Family of run_points for one GDN/KDA shape.
+struct GdnFamily {
+  using Route = cg::Route;
+  std::string family;
+  /// The routes each main point is measured with: the dispatcher's choice, then each forced.
+  std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
+  gdn::Dims dims;
+  DType state;
+  StepBytes bytes;
+
+  GdnFamily(const GdnShape& s, DType st)
+      : family(s.family),
+        dims{s.H, s.HV, s.K, s.V, s.gate()},
+        state(st),
+        bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
+                        dtype_size(st))) {}
+
+  static const char* route_name(Route r) { return cg::route_name(r); }
+  std::unique_ptr<GdnPool> make_pool(int64_t batch, int R, uint64_t seed, cudaStream_t s) const {
+    return std::make_unique<GdnPool>(dims, batch, state, R, seed, s);
+  }
+  cg::Plan plan_conventional(int64_t batch) const {
+    return cg::plan_conventional(dims, batch, state);
+  }
+  cg::Plan plan_replay(int64_t batch, int L) const { return cg::plan_replay(dims, batch, L, state); }
+  static cg::Plan with_route(Route r) {
+    cg::Plan p;
+    p.route = r;
+    return p;
+  }
+  static nlohmann::json plan_json(const cg::Plan& p, bool replay) {
+    nlohmann::json j;
+    j["rows_per_block"] = p.rows_per_block;
+    j["rows_per_thread"] = p.rows_per_thread;
+    j["bulk_copy"] = p.bulk_copy;
+    if (replay) {
+      j["route"] = cg::route_name(p.route);
+      j["prefetch_ring"] = p.prefetch_ring;
+    }
+    return j;
+  }
+};
+
+const GdnShape& find_shape(const std::string& name) {
+  const auto it = std::find_if(gdn_shapes().begin(), gdn_shapes().end(),
+                               [&](const GdnShape& x) { return x.name == name; });
+  if (it == gdn_shapes().end()) throw BenchError("unknown gdn/kda shape " + name);
+  return *it;
+}
+
+}  // namespace
+
+const std::vector<GdnShape>& gdn_shapes() {
+  static const std::vector<GdnShape> shapes = {{"qwen3.5-4b", "gdn", 16, 32, 128, 128},
+                                               {"qwen3.5-122b", "gdn", 16, 64, 128, 128},
+                                               {"kimi-linear", "kda", 32, 32, 128, 128}};
+  return shapes;
+}
+
+std::vector<std::string> gdn_shape_names(const std::string& family) {
+  std::vector<std::string> names;
+  for (const GdnShape& s : gdn_shapes())
+    if (s.family == family) names.push_back(s.name);
+  return names;
+}
+
+long gdn_graph_count(const KernelConfig& cfg) {
+  return static_cast<long>(cfg.shapes.size()) * graphs_per_shape(cfg, 3);
+}
+
+double gdn_run_bytes(const KernelConfig& cfg) {
+  double b = 0;
+  for (const std::string& name : cfg.shapes)
+    b += run_bytes_per_shape(cfg, GdnFamily(find_shape(name), cfg.state).bytes, 3);
+  return b;
+}
+
+std::vector<Row> run_gdn(const KernelConfig& cfg) {
+  std::vector<Row> rows;
+  for (const std::string& name : cfg.shapes)
+    run_points(cfg, GdnFamily(find_shape(name), cfg.state), name, rows);
+  return rows;
+}
+
+}  // namespace replayssm::bench
