@@ -3,7 +3,8 @@
 
     python3 bench/plot_kernels.py RESULTS.json OUT.png [--peer PEER.json ...]
 
-One column per shape. Top: speedup vs batch of the ReplaySSM window (exact L-step amortisation)
+One column per shape, over every family in the results (mamba2, gdn, kda; --family to pick).
+Top: speedup vs batch of the ReplaySSM window (exact L-step amortisation)
 and mixed-phase step over our conventional kernel (dispatcher route, main L); with --peer, also
 the speedup of ours (window, mixed, conventional) over each peer. Middle: % of the copy bandwidth
 per variant (each row's byte model over the copy ceiling of its own run). Bottom, when the
@@ -18,7 +19,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-TARGET = 1.85  # issue 3: amortised replay speedup at batch 256 and 512
+# Amortised replay speedup targets at batch 256 and 512: issue 3 (Mamba-2), issue 4 (GDN / KDA).
+TARGET = {"mamba2": 1.85, "gdn": 1.75, "kda": 1.75}
+TITLE = {"mamba2": "Mamba-2", "gdn": "Gated DeltaNet", "kda": "KDA"}
 
 
 def load(path):
@@ -59,22 +62,27 @@ def main():
     ap.add_argument("results")
     ap.add_argument("out")
     ap.add_argument("--peer", action="append", default=[], help="peer JSON (repeatable)")
+    ap.add_argument("--family", action="append", choices=sorted(TITLE),
+                    help="families to plot (repeatable; default: all in the results)")
     args = ap.parse_args()
 
     doc = load(args.results)
     rows = doc["rows"]
     L = main_L(doc)
     peers = [load(p) for p in args.peer]
-    shapes = list(dict.fromkeys(r["shape"] for r in rows if r["family"] == "mamba2"))
+    families = args.family or list(TITLE)
+    shapes = list(dict.fromkeys((r["family"], r["shape"]) for r in rows
+                                if r["family"] in families))
     if not shapes or L is None:
-        sys.exit("plot_kernels: no mamba2 replay rows to plot")
+        sys.exit(f"plot_kernels: no {'/'.join(families)} replay rows to plot")
     sweep = sorted({r["L"] for r in rows if r["variant"] == "replay" and r.get("L") not in (None, L)})
     nrows = 3 if sweep else 2
     fig, axes = plt.subplots(nrows, len(shapes), figsize=(6.5 * len(shapes), 4.2 * nrows),
                              squeeze=False)
 
-    for col, shape in enumerate(shapes):
-        rs = [r for r in rows if r["shape"] == shape]
+    for col, (family, shape) in enumerate(shapes):
+        rs = [r for r in rows if r["shape"] == shape and r["family"] == family]
+        target = TARGET[family]
         conv = series(rs, lambda r: r["variant"] == "conventional")
         win = series(rs, lambda r: replay(r, L, "window"))
         mix = series(rs, lambda r: replay(r, L, "mixed"))
@@ -90,11 +98,11 @@ def main():
                 ax.plot(*ratio(pv, mix), "s--", label=f"mixed vs {variant}")
                 ax.plot(*ratio(pv, conv), "^:", label=f"ours-conventional vs {variant}")
         ax.axhline(1.0, color="gray", lw=0.8)
-        ax.axhline(TARGET, color="gray", lw=0.8, ls=":", label=f"target {TARGET}x (batch 256, 512)")
+        ax.axhline(target, color="gray", lw=0.8, ls=":", label=f"target {target}x (batch 256, 512)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch")
         ax.set_ylabel("speedup (×)")
-        ax.set_title(f"{shape}: Mamba-2 decode speedup, state {rs[0]['state']}")
+        ax.set_title(f"{shape}: {TITLE[family]} decode speedup, state {rs[0]['state']}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
 
@@ -110,7 +118,8 @@ def main():
             for variant in sorted({r["variant"] for r in prs}):
                 ax.plot(*series(prs, lambda r: r["variant"] == variant, "pct_copy_bw"), "x--",
                         label=variant)
-        ax.axhline(90, color="gray", lw=0.8, ls=":", label="90% (FlashInfer SSU, anchors)")
+        if family == "mamba2":
+            ax.axhline(90, color="gray", lw=0.8, ls=":", label="90% (FlashInfer SSU, anchors)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch")
         ax.set_ylabel("% of copy bandwidth (byte model)")
