@@ -222,6 +222,26 @@ class DeviceBuffer {
   std::vector<uint8_t> pattern_;  // the guard bytes as written (payload part unused)
 };
 
+/// Fills a pool's state and ring buffers with large random values and its cursors with random,
+/// partly out-of-range values, so a kernel that reads what it should not (or a test that forgets
+/// to set a cursor) shows up.
+inline void fill_pool_garbage(std::initializer_list<DeviceBuffer*> data, DeviceBuffer& origin,
+                              DeviceBuffer& h, DeviceBuffer& flush, Rng& rng) {
+  for (DeviceBuffer* b : data) {
+    std::vector<double> v(static_cast<size_t>(b->numel()));
+    for (double& e : v) e = rng.normal(0, 10);
+    b->set_values(v);
+  }
+  for (DeviceBuffer* b : {&origin, &h}) {
+    std::vector<double> v(static_cast<size_t>(origin.numel()));
+    for (double& e : v) e = static_cast<double>(rng.integer(-5, 100));
+    b->set_values(v);
+  }
+  std::vector<double> f(static_cast<size_t>(flush.numel()));
+  for (double& e : f) e = static_cast<double>(rng.integer(0, 1));
+  flush.set_values(f);
+}
+
 // ---- Mamba-2 device containers
 // ---------------------------------------------------------------------
 
@@ -271,19 +291,7 @@ struct DevPool {
         origin(DType::kI32, {slots_}, 65),
         h(DType::kI32, {slots_}, 66),
         flush(DType::kI8, {slots_}, 67) {
-    for (DeviceBuffer* b : {&state, &ring_x, &ring_dt, &ring_B}) {
-      std::vector<double> v(static_cast<size_t>(b->numel()));
-      for (double& e : v) e = rng.normal(0, 10);
-      b->set_values(v);
-    }
-    for (DeviceBuffer* b : {&origin, &h}) {
-      std::vector<double> v(static_cast<size_t>(slots));
-      for (double& e : v) e = static_cast<double>(rng.integer(-5, 100));
-      b->set_values(v);
-    }
-    std::vector<double> f(static_cast<size_t>(slots));
-    for (double& e : f) e = static_cast<double>(rng.integer(0, 1));
-    flush.set_values(f);
+    fill_pool_garbage({&state, &ring_x, &ring_dt, &ring_B}, origin, h, flush, rng);
   }
   mamba2::Cache cache() const {
     return {state.view(), ring_x.view(), ring_dt.view(), ring_B.view()};

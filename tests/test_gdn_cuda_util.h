@@ -115,19 +115,7 @@ struct DevPool {
         origin(DType::kI32, {slots}, 165),
         h(DType::kI32, {slots}, 166),
         flush(DType::kI8, {slots}, 167) {
-    for (DeviceBuffer* b : {&state, &ring_u, &ring_k, &ring_g}) {
-      std::vector<double> v(static_cast<size_t>(b->numel()));
-      for (double& e : v) e = rng.normal(0, 10);
-      b->set_values(v);
-    }
-    for (DeviceBuffer* b : {&origin, &h}) {
-      std::vector<double> v(static_cast<size_t>(slots));
-      for (double& e : v) e = static_cast<double>(rng.integer(-5, 100));
-      b->set_values(v);
-    }
-    std::vector<double> f(static_cast<size_t>(slots));
-    for (double& e : f) e = static_cast<double>(rng.integer(0, 1));
-    flush.set_values(f);
+    fill_pool_garbage({&state, &ring_u, &ring_k, &ring_g}, origin, h, flush, rng);
   }
   gdn::Cache cache() const { return {state.view(), ring_u.view(), ring_k.view(), ring_g.view()}; }
   RingCursors cursors() const { return {origin.view(), h.view(), flush.view(), s.ring}; }
