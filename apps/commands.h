@@ -10,7 +10,9 @@ using Action = std::function<int()>;
 
 void add_demo(CLI::App& app, Action& action);
 void add_info(CLI::App& app, Action& action);
-/// generate, bench, eval: announced but not built yet (they say so and exit with status 2).
+/// generate: decode prompts with a checkpoint (engine/).
+void add_generate(CLI::App& app, Action& action);
+/// bench, eval: announced but not built yet (they say so and exit with status 2).
 void add_planned(CLI::App& app, Action& action);
 
 }  // namespace replayssm::cli

@@ -1,0 +1,203 @@
+// `replayssm generate`: decode prompts with a Hugging Face hybrid checkpoint (engine/), streaming
+// the text of a single prompt, reporting tokens/s, and with --compare running conventional and
+// ReplaySSM decoding side by side and reporting the first position where they diverge.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "cuda/device.h"
+#include "progress.h"
+#include "replayssm/engine/model.h"
+#include "replayssm/engine/serve.h"
+#include "replayssm/engine/tokenizer.h"
+#include "replayssm/errors.h"
+
+namespace replayssm::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string model, prompts_file, prompt_ids, device = "auto", ssm = "replay", state = "fp32";
+  std::vector<std::string> prompts;
+  int max_new_tokens = 64, ring = 16, batch = 0, max_context = 2048;
+  double temperature = 0.0, top_p = 1.0, dt_floor = 0.0;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool compare = false, quiet = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    check<ConfigError>(used == tok.size() && !tok.empty(), "--prompt-ids: '", tok,
+                       "' is not an integer");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes) {
+  std::vector<engine::Request> reqs;
+  std::vector<std::string> texts = o.prompts;
+  if (!o.prompts_file.empty()) {
+    std::ifstream f(o.prompts_file);
+    check<ConfigError>(f.good(), "--prompts: cannot read '", o.prompts_file, "'");
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) texts.push_back(line);
+  }
+  if (!texts.empty())
+    check<ConfigError>(bytes, "this checkpoint's vocabulary is not byte-level: pass token ids "
+                              "with --prompt-ids (no tokenizer.json reader yet)");
+  for (const auto& t : texts) reqs.push_back({engine::byte_encode(t), o.max_new_tokens});
+  if (!o.prompt_ids.empty()) reqs.push_back({parse_ids(o.prompt_ids), o.max_new_tokens});
+  check<ConfigError>(!reqs.empty(), "no prompt: give --prompt, --prompts or --prompt-ids");
+  return reqs;
+}
+
+struct Run {
+  std::vector<engine::Completion> out;
+  engine::ServeStats stats;
+};
+
+Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<engine::Request>& reqs,
+             bool bytes, bool stream) {
+  engine::ModelOptions mo;
+  mo.cuda = o.device == "cuda";
+  mo.ssm = mode;
+  mo.ring_L = o.ring;
+  mo.state = o.state;
+  mo.max_context = o.max_context;
+  const int batch = o.batch > 0 ? o.batch : static_cast<int>(std::min<size_t>(reqs.size(), 8));
+  mo.max_slots = batch;
+  mo.dt_floor = o.dt_floor;
+  auto model = engine::Model::load(o.model, mo);
+  engine::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
+  Run r;
+  Progress bar(fmt::format("decoding ({})", engine::ssm_mode_name(mode)), long(reqs.size()));
+  auto on_token = [&](size_t, int32_t t) {
+    if (!stream) return;
+    if (bytes) std::fputc(t, stdout); else std::printf(" %d", t);
+    std::fflush(stdout);
+  };
+  size_t shown = 0;
+  auto on_step = [&](size_t done, size_t) {
+    if (stream || done == shown) return;
+    bar.tick(long(done - shown));
+    shown = done;
+  };
+  r.out = engine::serve(*model, reqs, batch, sp, &r.stats, on_token, on_step);
+  bar.done();
+  return r;
+}
+
+int generate(const GenerateOptions& o) {
+  GenerateOptions opt = o;
+  // The CUDA engine has not landed yet: auto runs on the CPU (the report line names the device).
+  if (opt.device == "auto") opt.device = "cpu";
+  // Peek at the vocabulary to decide between text and token ids.
+  engine::ModelOptions probe;
+  probe.max_slots = 1;
+  probe.max_context = 1;
+  const bool bytes = engine::Model::load(opt.model, probe)->config().vocab_size == 256;
+  const auto reqs = make_requests(opt, bytes);
+  const bool stream = reqs.size() == 1 && !opt.quiet;
+  const auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+
+  if (stream && bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
+  Run main_run = run_once(opt, mode, reqs, bytes, stream);
+  if (stream) std::printf("\n");
+  if (!stream && !opt.quiet) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (bytes)
+        fmt::print("[{}] {}{}\n", i, engine::byte_decode(reqs[i].prompt),
+                   engine::byte_decode(main_run.out[i].tokens));
+      else {
+        fmt::print("[{}]", i);
+        for (int32_t t : main_run.out[i].tokens) fmt::print(" {}", t);
+        fmt::print("\n");
+      }
+    }
+  }
+  const auto& s = main_run.stats;
+  fmt::print("{}: {} requests, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} tokens/s "
+             "(device {}, ssm {}, L {}, batch {})\n",
+             opt.model, reqs.size(), s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
+             double(s.prompt_tokens + s.generated_tokens) / std::max(s.seconds, 1e-9), opt.device,
+             opt.ssm, opt.ring, opt.batch > 0 ? opt.batch : int(std::min<size_t>(reqs.size(), 8)));
+  if (!opt.compare) return 0;
+
+  const auto other = mode == engine::SsmMode::kReplay ? engine::SsmMode::kConventional
+                                                      : engine::SsmMode::kReplay;
+  Run cmp = run_once(opt, other, reqs, bytes, false);
+  const auto& conv = mode == engine::SsmMode::kReplay ? cmp : main_run;
+  const auto& rep = mode == engine::SsmMode::kReplay ? main_run : cmp;
+  size_t diverged = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto& a = conv.out[i].tokens;
+    const auto& b = rep.out[i].tokens;
+    size_t p = 0;
+    while (p < a.size() && p < b.size() && a[p] == b[p]) ++p;
+    if (p < a.size() || p < b.size()) {
+      ++diverged;
+      fmt::print("request {}: conventional and ReplaySSM diverge at generated token {}\n", i, p);
+    }
+  }
+  fmt::print("compare: conventional {:.1f} tokens/s, ReplaySSM (L {}) {:.1f} tokens/s; ",
+             double(conv.stats.prompt_tokens + conv.stats.generated_tokens) / conv.stats.seconds,
+             opt.ring,
+             double(rep.stats.prompt_tokens + rep.stats.generated_tokens) / rep.stats.seconds);
+  if (diverged == 0)
+    fmt::print("conventional and ReplaySSM decoding agree on all {} generated tokens\n",
+               conv.stats.generated_tokens);
+  else
+    fmt::print("{} of {} requests diverge\n", diverged, reqs.size());
+  return diverged == 0 ? 0 : 3;
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app, Action& action) {
+  auto* o = new GenerateOptions;  // lives as long as the app (the process)
+  auto* sub = app.add_subcommand("generate", "generate text with a Hugging Face hybrid checkpoint");
+  sub->add_option("--model", o->model, "checkpoint directory (config.json + *.safetensors)")
+      ->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--prompt", o->prompts, "prompt text (repeat for several requests)");
+  sub->add_option("--prompts", o->prompts_file, "file with one prompt per line")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
+  sub->add_option("-n,--max-new-tokens", o->max_new_tokens, "tokens to generate per request")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--device", o->device, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_option("--ssm", o->ssm, "SSM decoding: conventional or replay")
+      ->check(CLI::IsMember({"conventional", "replay"}));
+  sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64)")->check(CLI::Range(1, 64));
+  sub->add_option("--state", o->state, "SSM state mode (recurrence/read)");
+  sub->add_option("--batch", o->batch, "requests decoded at once (default: min(requests, 8))")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--top-p", o->top_p, "nucleus mass (1 = all)")->check(CLI::Range(1e-6, 1.0));
+  sub->add_option("--seed", o->seed, "sampling seed");
+  sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
+  sub->add_flag("-q,--quiet", o->quiet, "print only the report lines");
+  sub->callback([&action, o] { action = [o] { return generate(*o); }; });
+}
+
+}  // namespace replayssm::cli

@@ -1,0 +1,25 @@
+// Token sampling: greedy, or temperature with optional top-k / top-p (nucleus) filtering, from a
+// per-request random stream so results do not depend on how requests are batched.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+
+namespace replayssm::engine {
+
+struct SamplingParams {
+  double temperature = 0.0;  ///< 0: greedy (argmax, lowest id on ties)
+  int32_t top_k = 0;         ///< 0: no top-k filter
+  double top_p = 1.0;        ///< 1: no nucleus filter; else keep the smallest set with mass >= p
+  uint64_t seed = 0;
+  /// ConfigError for temperature < 0, top_k < 0, top_p outside (0, 1].
+  void validate() const;
+};
+
+/// Samples one token from logits [vocab] (float32). The generator is the request's own stream.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+
+/// The stream of request `index` for seed p.seed.
+std::mt19937_64 request_rng(const SamplingParams& p, uint64_t index);
+
+}  // namespace replayssm::engine

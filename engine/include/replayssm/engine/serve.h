@@ -1,0 +1,40 @@
+// The serving loop: a queue of requests decoded together with continuous batching. Each step
+// feeds every active request one token (prompt tokens first — prefill one token per step — then
+// its own samples); a finished request frees its slot and the next queued request takes it after
+// a reset, so slot reuse is exercised on every run.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "replayssm/engine/model.h"
+#include "replayssm/engine/sampling.h"
+
+namespace replayssm::engine {
+
+struct Request {
+  std::vector<int32_t> prompt;  ///< at least one token
+  int32_t max_new_tokens = 64;
+};
+
+struct Completion {
+  std::vector<int32_t> tokens;  ///< generated tokens (without the prompt)
+};
+
+struct ServeStats {
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  double seconds = 0;  ///< wall time of the decode loop
+};
+
+/// Called after every generated token: (request index, token).
+using TokenCallback = std::function<void(size_t, int32_t)>;
+/// Called after every step: (requests finished, requests total).
+using StepCallback = std::function<void(size_t, size_t)>;
+
+/// Runs all requests to completion with at most `batch` (<= max_slots) active at once.
+/// Errors: ConfigError (empty prompt, batch < 1, prompt + max_new_tokens past the context).
+std::vector<Completion> serve(Model& model, const std::vector<Request>& requests, int32_t batch,
+                              const SamplingParams& sampling, ServeStats* stats = nullptr,
+                              const TokenCallback& on_token = {}, const StepCallback& on_step = {});
+
+}  // namespace replayssm::engine

@@ -1,0 +1,165 @@
+// The float32 CPU model: embeddings, pre-norm residual blocks, final norm, lm_head
+// (models.md §2.1). Nemotron-H / Mamba2: one mixer per layer, h += mixer(norm(h)). Qwen3-Next /
+// Qwen3.5: h += mixer(input_layernorm(h)); h += mlp(post_attention_layernorm(h)).
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "cpu/ops.h"
+#include "model/cpu_model.h"
+#include "model/weights.h"
+#include "replayssm/engine/checkpoint.h"
+
+namespace replayssm::engine {
+namespace {
+
+/// Checkpoints spell the module root differently (save_pretrained of a class vs the published
+/// files): take the configured prefix if its embedding exists, else the first that does.
+std::string find_prefix(const Checkpoint& ck, const ModelConfig& cfg, std::string& embed_name) {
+  std::vector<std::string> prefixes{cfg.weight_prefix, "backbone.", "model.",
+                                    "model.language_model."};
+  for (const auto& p : prefixes)
+    for (const char* e : {"embeddings.weight", "embed_tokens.weight", "embedding.weight"})
+      if (ck.has(p + e)) {
+        embed_name = p + e;
+        return p;
+      }
+  throw CheckpointError(ck.dir() + ": missing tensor '" + cfg.weight_prefix +
+                        "embeddings.weight' (no embedding under any known prefix)");
+}
+
+}  // namespace
+
+CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
+  const Checkpoint ck = Checkpoint::open(dir);
+  cfg_ = parse_config(ck.config());
+  check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
+  check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
+                     ", expected >= 1");
+  check<ConfigError>(opt.ring_L >= 1 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
+                     ", expected 1..64");
+  check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
+                          "' is not built yet (available: fp32)");
+
+  ssm_.mode = opt.ssm;
+  ssm_.dt_floor = opt.dt_floor;
+  const int64_t S = opt.max_slots;
+  cur_origin_.assign(S, 0);
+  cur_h_.assign(S, 0);
+  cur_flush_.assign(S, 0);
+  ssm_.cursors.config = RingConfig{opt.ring_L, 1, RingMode::kDecode};
+  ssm_.cursors.config.validate();
+  ssm_.cursors.origin = make_view(cur_origin_.data(), DType::kI32, {S});
+  ssm_.cursors.h = make_view(cur_h_.data(), DType::kI32, {S});
+  ssm_.cursors.is_flush = make_view(cur_flush_.data(), DType::kI8, {S});
+  position_.assign(S, 0);
+
+  std::string embed_name;
+  const std::string root = find_prefix(ck, cfg_, embed_name);
+  const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
+  embed_ = ck.load(embed_name, {V, H});
+  const bool qwen = cfg_.arch == Arch::kQwen3Next || cfg_.arch == Arch::kQwen35;
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    const std::string lp = root + "layers." + std::to_string(i) + ".";
+    const BlockKind kind = cfg_.layers[i];
+    Sublayer s;
+    s.norm = ck.load(lp + (qwen ? "input_layernorm.weight" : "norm.weight"), {H});
+    const std::string mp = lp + (qwen ? (kind == BlockKind::kGdn ? "linear_attn." : "self_attn.")
+                                      : "mixer.");
+    switch (kind) {
+      case BlockKind::kMamba2: s.mixer = make_mamba2_mixer(ck, cfg_, mp, opt, ssm_); break;
+      case BlockKind::kGdn: s.mixer = make_gdn_mixer(ck, cfg_, mp, opt, ssm_); break;
+      case BlockKind::kAttention: s.mixer = make_attention(ck, cfg_, mp, opt); break;
+      case BlockKind::kMlp: s.mixer = make_mlp(ck, cfg_, mp); break;
+      case BlockKind::kMoe:
+        throw UnsupportedError(std::string("layer ") + std::to_string(i) +
+                               ": MoE blocks are not built yet in the engine");
+    }
+    sub_.push_back(std::move(s));
+    if (qwen) {
+      check<UnsupportedError>(cfg_.qwen_mlp.at(i) == BlockKind::kMlp, "layer ", i,
+                              ": MoE blocks are not built yet in the engine");
+      Sublayer m;
+      m.norm = ck.load(lp + "post_attention_layernorm.weight", {H});
+      m.mixer = make_mlp(ck, cfg_, lp + "mlp.");
+      sub_.push_back(std::move(m));
+    }
+  }
+  final_norm_ = ck.load(root + (qwen ? "norm.weight" : "norm_f.weight"), {H});
+  lm_head_.out = V;
+  lm_head_.in = H;
+  if (ck.has("lm_head.weight") && !cfg_.tie_word_embeddings)
+    lm_head_.w = ck.load("lm_head.weight", {V, H});
+  else
+    lm_head_.w = embed_;
+}
+
+void CpuModel::check_slots(std::span<const int32_t> slots) const {
+  std::set<int32_t> seen;
+  for (int32_t s : slots) {
+    check<SlotError>(s >= 0 && s < opt_.max_slots, "slot id ", s, " is outside [0, ",
+                     opt_.max_slots, ")");
+    check<SlotError>(seen.insert(s).second, "slot id ", s, " appears twice in one step");
+  }
+}
+
+void CpuModel::reset(std::span<const int32_t> slots) {
+  check_slots(slots);
+  if (slots.empty()) return;
+  std::vector<int32_t> ids(slots.begin(), slots.end());
+  Rows rows;
+  rows.slot_ids = make_view(ids.data(), DType::kI32, {int64_t(ids.size())});
+  for (auto& s : sub_) s.mixer->reset(rows);
+  if (ssm_.mode == SsmMode::kReplay) replayssm::reset(ssm_.cursors, rows);
+  for (int32_t s : slots) position_[s] = 0;
+}
+
+void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                    std::span<float> logits) {
+  const int64_t B = static_cast<int64_t>(slots.size()), H = cfg_.hidden_size;
+  const int64_t V = cfg_.vocab_size;
+  check<ShapeError>(tokens.size() == slots.size(), "step: ", tokens.size(), " tokens for ",
+                    slots.size(), " slots, expected one token per slot");
+  check<ShapeError>(int64_t(logits.size()) == B * V, "step: logits hold ", logits.size(),
+                    " floats, expected batch * vocab = ", B * V);
+  check_slots(slots);
+  for (int64_t b = 0; b < B; ++b) {
+    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
+                       V, ")");
+    check<SlotError>(position_[slots[b]] < opt_.max_context, "slot ", slots[b],
+                     " is full: context ", opt_.max_context, " tokens");
+  }
+  if (B == 0) return;
+
+  slot_buf_.assign(slots.begin(), slots.end());
+  pos_buf_.resize(B);
+  for (int64_t b = 0; b < B; ++b) pos_buf_[b] = position_[slots[b]];
+  Batch batch;
+  batch.n = B;
+  batch.slots = slot_buf_.data();
+  batch.pos = pos_buf_.data();
+  batch.rows.slot_ids = make_view(slot_buf_.data(), DType::kI32, {B});
+
+  hidden_.resize(B * H);
+  normed_.resize(B * H);
+  delta_.resize(B * H);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(&hidden_[b * H], &embed_[tokens[b] * H], H * sizeof(float));
+  const bool qwen_norm = cfg_.qwen_norm;
+  for (auto& s : sub_) {
+    cpu::rms_norm(hidden_.data(), s.norm.data(), B, H, cfg_.norm_eps, qwen_norm, normed_.data());
+    s.mixer->forward(normed_.data(), delta_.data(), batch);
+    for (int64_t i = 0; i < B * H; ++i) hidden_[i] += delta_[i];
+  }
+  cpu::rms_norm(hidden_.data(), final_norm_.data(), B, H, cfg_.norm_eps, qwen_norm,
+                normed_.data());
+  lm_head_.apply(normed_.data(), B, logits.data());
+
+  if (ssm_.mode == SsmMode::kReplay) {
+    accepted_.assign(B, 1);
+    replayssm::commit(ssm_.cursors, batch.rows, make_view(accepted_.data(), DType::kI32, {B}));
+  }
+  for (int32_t s : slots) ++position_[s];
+}
+
+}  // namespace replayssm::engine

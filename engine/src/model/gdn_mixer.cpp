@@ -1,0 +1,154 @@
+// Qwen3-Next / Qwen3.5 Gated DeltaNet mixer decode step (models.md §2.4-2.5): projections
+// (Qwen3-Next: de-interleaved per key head), causal conv + SiLU on [q | k | v], the GDN step
+// through the library (L2 norm, scale, beta, gate inside the op), per-head RMSNorm then
+// * silu(z), out_proj.
+#include <algorithm>
+#include <cstring>
+
+#include "model/mixer.h"
+#include "model/weights.h"
+#include "replayssm/gdn.h"
+
+namespace replayssm::engine {
+namespace {
+
+class GdnMixer final : public Mixer {
+ public:
+  GdnMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
+           const ModelOptions& opt, SsmShared& ssm)
+      : c_(cfg.gdn), eps_(cfg.norm_eps), ssm_(ssm), slots_(opt.max_slots) {
+    const int64_t H = cfg.hidden_size, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim();
+    if (c_.interleaved_proj) {
+      qkvz_ = load_linear(ck, p + "in_proj_qkvz", 2 * Hk * dk + 2 * Hv * dv, H);
+      ba_ = load_linear(ck, p + "in_proj_ba", 2 * Hv, H);
+    } else {
+      qkv_ = load_linear(ck, p + "in_proj_qkv", cd, H);
+      z_ = load_linear(ck, p + "in_proj_z", Hv * dv, H);
+      b_ = load_linear(ck, p + "in_proj_b", Hv, H);
+      a_ = load_linear(ck, p + "in_proj_a", Hv, H);
+    }
+    conv_w_ = load_conv(ck, p + "conv1d.weight", cd, c_.conv_kernel);
+    A_log_ = ck.load(p + "A_log", {Hv});
+    dt_bias_ = ck.load(p + "dt_bias", {Hv});
+    norm_w_ = ck.load(p + "norm.weight", {dv});
+    out_proj_ = load_linear(ck, p + "out_proj", H, Hv * dv);
+
+    conv_state_.assign(slots_ * cd * c_.conv_kernel, 0.0f);
+    const int64_t R = ssm_.mode == SsmMode::kReplay ? ssm_.cursors.config.rows() : 1;
+    state_.assign(slots_ * Hv * dv * dk, 0.0f);
+    ring_u_.assign(slots_ * Hv * R * dv, 0.0f);
+    ring_k_.assign(slots_ * Hk * R * dk, 0.0f);
+    ring_g_.assign(slots_ * Hv * R, 0.0f);
+    cache_.state = make_view(state_.data(), DType::kF32, {slots_, Hv, dv, dk});
+    cache_.ring_u = make_view(ring_u_.data(), DType::kF32, {slots_, Hv, R, dv});
+    cache_.ring_k = make_view(ring_k_.data(), DType::kF32, {slots_, Hk, R, dk});
+    cache_.ring_g = make_view(ring_g_.data(), DType::kF32, {slots_, Hv, R});
+  }
+
+  void forward(const float* x, float* out, const Batch& batch) override {
+    const int64_t B = batch.n, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim(), k = c_.conv_kernel;
+    mixed_.resize(B * cd);  // [q | k | v] in conv channel order
+    z_buf_.resize(B * Hv * dv);
+    a_buf_.resize(B * Hv);
+    b_buf_.resize(B * Hv);
+    project(x, B);
+    conv_out_.resize(B * cd);
+    for (int64_t b = 0; b < B; ++b)
+      cpu::conv_step(conv_state_.data() + batch.slots[b] * cd * k, &mixed_[b * cd],
+                     conv_w_.data(), nullptr, cd, k, &conv_out_[b * cd]);
+    q_.resize(B * Hk * dk);
+    k_.resize(B * Hk * dk);
+    v_.resize(B * Hv * dv);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* c = &conv_out_[b * cd];
+      std::memcpy(&q_[b * Hk * dk], c, Hk * dk * sizeof(float));
+      std::memcpy(&k_[b * Hk * dk], c + Hk * dk, Hk * dk * sizeof(float));
+      std::memcpy(&v_[b * Hv * dv], c + 2 * Hk * dk, Hv * dv * sizeof(float));
+    }
+    gdn::Layer layer;
+    layer.dims = {Hk, Hv, dk, dv, gdn::Gate::kScalar};
+    layer.A_log = make_view(A_log_.data(), DType::kF32, {Hv});
+    layer.dt_bias = make_view(dt_bias_.data(), DType::kF32, {Hv});
+    gdn::Tokens in;
+    in.q = make_view(q_.data(), DType::kF32, {B, Hk, dk});
+    in.k = make_view(k_.data(), DType::kF32, {B, Hk, dk});
+    in.v = make_view(v_.data(), DType::kF32, {B, Hv, dv});
+    in.a = make_view(a_buf_.data(), DType::kF32, {B, Hv});
+    in.b = make_view(b_buf_.data(), DType::kF32, {B, Hv});
+    y_.resize(B * Hv * dv);
+    const TensorView y = make_view(y_.data(), DType::kF32, {B, Hv, dv});
+    if (ssm_.mode == SsmMode::kReplay)
+      gdn::replay_step(layer, cache_, ssm_.cursors, in, batch.rows, y);
+    else
+      gdn::conventional_step(layer, cache_, in, batch.rows, y);
+
+    // Gated RMSNorm (norm before the gate), per value head over dv, plain weight.
+    cpu::rms_norm(y_.data(), norm_w_.data(), B * Hv, dv, eps_, false, y_.data());
+    for (int64_t i = 0; i < B * Hv * dv; ++i) y_[i] *= cpu::silu(z_buf_[i]);
+    out_proj_.apply(y_.data(), B, out);
+  }
+
+  void reset(const Rows& rows) override {
+    const int64_t cs = c_.conv_dim() * c_.conv_kernel;
+    const int32_t* ids = rows.slot_ids.ptr<int32_t>();
+    for (int64_t i = 0; i < rows.slot_ids.numel(); ++i)
+      std::fill_n(conv_state_.data() + ids[i] * cs, cs, 0.0f);
+    gdn::reset_slots(cache_, rows);
+  }
+
+ private:
+  /// Fills mixed_ ([q | k | v]), z_buf_, a_buf_, b_buf_ from the projections.
+  void project(const float* x, int64_t B) {
+    const int64_t Hk = c_.num_k_heads, Hv = c_.num_v_heads, r = Hv / Hk;
+    const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim();
+    if (!c_.interleaved_proj) {
+      qkv_.apply(x, B, mixed_.data());
+      z_.apply(x, B, z_buf_.data());
+      b_.apply(x, B, b_buf_.data());
+      a_.apply(x, B, a_buf_.data());
+      return;
+    }
+    // Qwen3-Next: per key head g, [q_g | k_g | v_{g*r..} | z_{g*r..}] and [b (r) | a (r)].
+    const int64_t blk = 2 * dk + 2 * r * dv;
+    proj_.resize(B * qkvz_.out);
+    qkvz_.apply(x, B, proj_.data());
+    ba_out_.resize(B * 2 * Hv);
+    ba_.apply(x, B, ba_out_.data());
+    for (int64_t b = 0; b < B; ++b) {
+      float* m = &mixed_[b * cd];
+      for (int64_t g = 0; g < Hk; ++g) {
+        const float* src = &proj_[b * qkvz_.out + g * blk];
+        std::memcpy(m + g * dk, src, dk * sizeof(float));
+        std::memcpy(m + Hk * dk + g * dk, src + dk, dk * sizeof(float));
+        std::memcpy(m + 2 * Hk * dk + g * r * dv, src + 2 * dk, r * dv * sizeof(float));
+        std::memcpy(&z_buf_[b * Hv * dv + g * r * dv], src + 2 * dk + r * dv,
+                    r * dv * sizeof(float));
+        const float* ba = &ba_out_[b * 2 * Hv + g * 2 * r];
+        std::memcpy(&b_buf_[b * Hv + g * r], ba, r * sizeof(float));
+        std::memcpy(&a_buf_[b * Hv + g * r], ba + r, r * sizeof(float));
+      }
+    }
+  }
+
+  GdnConfig c_;
+  double eps_;
+  SsmShared& ssm_;
+  int64_t slots_;
+  cpu::Linear qkvz_, ba_, qkv_, z_, b_, a_, out_proj_;
+  std::vector<float> conv_w_, A_log_, dt_bias_, norm_w_;
+  std::vector<float> conv_state_, state_, ring_u_, ring_k_, ring_g_;
+  gdn::Cache cache_;
+  std::vector<float> mixed_, z_buf_, a_buf_, b_buf_, proj_, ba_out_, conv_out_, q_, k_, v_, y_;
+};
+
+}  // namespace
+
+std::unique_ptr<Mixer> make_gdn_mixer(const Checkpoint& ck, const ModelConfig& cfg,
+                                      const std::string& prefix, const ModelOptions& opt,
+                                      SsmShared& ssm) {
+  return std::make_unique<GdnMixer>(ck, cfg, prefix, opt, ssm);
+}
+
+}  // namespace replayssm::engine

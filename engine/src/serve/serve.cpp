@@ -1,0 +1,105 @@
+#include "replayssm/engine/serve.h"
+
+#include <chrono>
+#include <deque>
+
+#include "replayssm/errors.h"
+
+namespace replayssm::engine {
+
+std::vector<Completion> serve(Model& model, const std::vector<Request>& requests, int32_t batch,
+                              const SamplingParams& sampling, ServeStats* stats,
+                              const TokenCallback& on_token, const StepCallback& on_step) {
+  const ModelOptions& opt = model.options();
+  const int64_t V = model.config().vocab_size;
+  sampling.validate();
+  check<ConfigError>(batch >= 1 && batch <= opt.max_slots, "batch is ", batch, ", expected 1..",
+                     opt.max_slots, " (the model's max_slots)");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    check<ConfigError>(!r.prompt.empty(), "request ", i, ": empty prompt");
+    check<ConfigError>(r.max_new_tokens >= 0, "request ", i, ": max_new_tokens is ",
+                       r.max_new_tokens, ", expected >= 0");
+    check<ConfigError>(int64_t(r.prompt.size()) + r.max_new_tokens <= opt.max_context,
+                       "request ", i, ": prompt (", r.prompt.size(), " tokens) + max_new_tokens (",
+                       r.max_new_tokens, ") exceeds the context of ", opt.max_context);
+    for (int32_t t : r.prompt)
+      check<ConfigError>(t >= 0 && t < V, "request ", i, ": token ", t, " outside [0, ", V, ")");
+  }
+
+  struct Active {
+    size_t req;
+    int32_t slot;
+    size_t fed = 0;        // prompt tokens fed so far
+    int32_t next = 0;      // token to feed this step
+    std::mt19937_64 rng;
+  };
+  std::vector<Completion> out(requests.size());
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < requests.size(); ++i) queue.push_back(i);
+  std::vector<int32_t> free_slots;
+  for (int32_t s = batch - 1; s >= 0; --s) free_slots.push_back(s);
+  std::vector<Active> active;
+  size_t finished = 0;
+  ServeStats st;
+  const auto t0 = std::chrono::steady_clock::now();
+
+  std::vector<int32_t> tokens, slots;
+  std::vector<float> logits;
+  while (!queue.empty() || !active.empty()) {
+    // Admit queued requests into free slots (fresh state for each).
+    std::vector<int32_t> fresh;
+    while (!queue.empty() && !free_slots.empty()) {
+      const size_t r = queue.front();
+      queue.pop_front();
+      if (requests[r].max_new_tokens == 0) { ++finished; continue; }
+      Active a{r, free_slots.back(), 0, 0, request_rng(sampling, r)};
+      free_slots.pop_back();
+      fresh.push_back(a.slot);
+      active.push_back(std::move(a));
+    }
+    if (!fresh.empty()) model.reset(fresh);
+    if (active.empty()) break;
+
+    tokens.clear();
+    slots.clear();
+    for (Active& a : active) {
+      const Request& r = requests[a.req];
+      tokens.push_back(a.fed < r.prompt.size() ? r.prompt[a.fed] : a.next);
+      slots.push_back(a.slot);
+    }
+    logits.resize(active.size() * V);
+    model.step(tokens, slots, logits);
+    ++st.steps;
+
+    std::vector<Active> still;
+    for (size_t i = 0; i < active.size(); ++i) {
+      Active& a = active[i];
+      const Request& r = requests[a.req];
+      if (a.fed < r.prompt.size()) {
+        ++a.fed;
+        ++st.prompt_tokens;
+        if (a.fed < r.prompt.size()) { still.push_back(std::move(a)); continue; }
+      }
+      // The logits of the last fed token give the next token.
+      const int32_t t = sample_token({logits.data() + i * V, size_t(V)}, sampling, a.rng);
+      out[a.req].tokens.push_back(t);
+      ++st.generated_tokens;
+      if (on_token) on_token(a.req, t);
+      if (int32_t(out[a.req].tokens.size()) >= r.max_new_tokens) {
+        free_slots.push_back(a.slot);
+        ++finished;
+      } else {
+        a.next = t;
+        still.push_back(std::move(a));
+      }
+    }
+    active = std::move(still);
+    if (on_step) on_step(finished, requests.size());
+  }
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) *stats = st;
+  return out;
+}
+
+}  // namespace replayssm::engine
