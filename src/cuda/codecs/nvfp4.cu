@@ -1,0 +1,88 @@
+// NVFP4 encode/decode kernels (include/replayssm/codecs.h). The per-block math is
+// src/common/codec_math.h, shared with the CPU backend; only the loop structure differs.
+#include <cuda_runtime.h>
+
+#include "common/codec_math.h"
+#include "cuda/codecs/codecs_cuda.h"
+#include "cuda/codecs/reduce.cuh"
+#include "cuda/common/check.cuh"
+
+namespace replayssm::cuda::codecs {
+namespace {
+
+constexpr int kThreads = kCodecThreads;
+
+/// Grid: one block per group of group_rows rows (group_elems = group_rows * n contiguous floats).
+__global__ void __launch_bounds__(kThreads)
+    encode_kernel(const float* __restrict__ x, int64_t groups, int64_t group_elems,
+                  uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
+                  float* __restrict__ globals) {
+  __shared__ float smem[kThreads / 32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const float* xg = x + g * group_elems;
+    float amax = 0.0f;
+    for (int64_t i = threadIdx.x; i < group_elems; i += kThreads)
+      amax = codec::amax_step(amax, xg[i]);
+    const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
+    if (threadIdx.x == 0) globals[g] = s2;
+    const int64_t nblocks = group_elems / 16;
+    for (int64_t b = threadIdx.x; b < nblocks; b += kThreads) {
+      float v[16];
+      const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
+      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float4 f = src[k];
+          v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
+      }
+      uint8_t c[8];
+      scales[g * nblocks + b] = codec::nvfp4_encode_block(v, s2, c);
+      uint8_t* dst = codes + (g * group_elems + b * 16) / 2;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) dst[k] = c[k];
+    }
+    __syncthreads();  // smem is reused by the next group
+  }
+}
+
+/// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
+__global__ void decode_kernel(const uint8_t* __restrict__ codes, const uint8_t* __restrict__ scales,
+                              const float* __restrict__ globals, int64_t bytes, int64_t n,
+                              int64_t group_rows, float* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < bytes;
+       j += stride) {
+    const int64_t e = 2 * j, r = e / n;
+    const float sb = codec::nvfp4_block_scale(scales[e / 16], globals[r / group_rows]);
+    const uint8_t c = codes[j];
+    y[e] = codec::nvfp4_decode(c & 0xf, sb);
+    y[e + 1] = codec::nvfp4_decode(c >> 4, sb);
+  }
+}
+
+}  // namespace
+
+void nvfp4_encode(const TensorView& x, const Nvfp4& out, void* stream) {
+  const int64_t rows = x.shape[0], n = x.shape[1], groups = rows / out.group_rows;
+  if (groups == 0) return;
+  const int grid = grid_for(groups, 1);
+  encode_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x.ptr<float>(), groups, out.group_rows * n, out.codes.ptr<uint8_t>(),
+      out.block_scales.ptr<uint8_t>(), out.global_scales.ptr<float>());
+  check_launch("codecs.nvfp4_encode kernel");
+}
+
+void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
+  const int64_t rows = y.shape[0], n = y.shape[1], bytes = rows * n / 2;
+  if (bytes == 0) return;
+  decode_kernel<<<grid_for(bytes, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      in.codes.ptr<uint8_t>(), in.block_scales.ptr<uint8_t>(), in.global_scales.ptr<float>(), bytes,
+      n, in.group_rows, y.ptr<float>());
+  check_launch("codecs.nvfp4_decode kernel");
+}
+
+}  // namespace replayssm::cuda::codecs
