@@ -101,7 +101,7 @@ struct SrKey {
 /// [0, 8191],
 ///   |x| >= 2^-14 (fp16 normal range): add r to the float32 magnitude bits (13 bits below the fp16
 ///     mantissa's last bit) and truncate the low 13 bits (carries into the exponent are exact);
-///   |x| <  2^-14 (fp16 subnormals, spacing 2^-24): mantissa = floor(floor(|x| * 2^37) + r) / 2^13)
+///   |x| <  2^-14 (fp16 subnormals, spacing 2^-24): mantissa = floor((floor(|x| * 2^37) + r) / 2^13)
 ///     = floor(|x| * 2^24 + r / 2^13), which may reach 1024 = the smallest normal;
 /// so |x| rounds up with probability (fraction of an fp16 ulp discarded), exactly for normal
 /// results and to within 2^-13 of an ulp for subnormal ones: E[SR(x)] = x. The sign is kept.
@@ -112,11 +112,14 @@ void f16_sr_encode(const TensorView& x, const SrKey& key, const TensorView& y,
 
 // ---- scalar building blocks (host; the tensor ops apply exactly these per element) ------------
 
-uint8_t e4m3_encode(
-    float v);  ///< E4M3 code of v: nearest, ties to even, saturating; NaN -> 0x7F|sign
-float e4m3_decode(uint8_t c);  ///< value of an E4M3 code (NaN codes -> 0x7FC00000)
-uint8_t e2m1_encode(float v);  ///< E2M1 nibble of v: nearest, ties to even, saturating; NaN -> 0x7
-float e2m1_decode(uint8_t c);  ///< value of the low nibble of c
+/// E4M3 code of v: nearest, ties to even, saturating; NaN -> 0x7F | sign.
+uint8_t e4m3_encode(float v);
+/// Value of an E4M3 code (NaN codes -> 0x7FC00000).
+float e4m3_decode(uint8_t c);
+/// E2M1 nibble of v: nearest, ties to even, saturating; NaN -> 0x7.
+uint8_t e2m1_encode(float v);
+/// Value of the low nibble of c.
+float e2m1_decode(uint8_t c);
 /// float16 bits of x stochastically rounded with the random word `word` (rule of f16_sr_encode).
 uint16_t f16_sr(float x, uint32_t word);
 /// The random word of element `index` of a row keyed by (seed, slot, step) (see SrKey).
