@@ -15,6 +15,7 @@ namespace cg = cuda::gdn;
 struct GdnFamily {
   using Route = cg::Route;
   std::string family;
+  SsmFamily ssm_family;
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   gdn::Dims dims;
@@ -23,6 +24,7 @@ struct GdnFamily {
 
   GdnFamily(const GdnShape& s, DType st)
       : family(s.family),
+        ssm_family(s.gate() == gdn::Gate::kChannel ? SsmFamily::kKda : SsmFamily::kGdn),
         dims{s.H, s.HV, s.K, s.V, s.gate()},
         state(st),
         bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,

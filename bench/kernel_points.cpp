@@ -33,6 +33,8 @@ std::vector<std::pair<int, bool>> ring_lengths(const KernelConfig& cfg, int64_t 
   std::vector<std::pair<int, bool>> out;
   const bool main = contains(cfg.batches, batch);
   if (main) out.emplace_back(cfg.L, true);
+  // L = 1 (the conventional kernel behind the replay API): the dispatcher's fallback.
+  if (main && cfg.L != 1) out.emplace_back(1, false);
   if (contains(cfg.sweep_batches, batch))
     for (int L : cfg.sweep_L)
       if (!(main && L == cfg.L)) out.emplace_back(L, false);
@@ -41,6 +43,7 @@ std::vector<std::pair<int, bool>> ring_lengths(const KernelConfig& cfg, int64_t 
 
 std::vector<std::pair<std::string, std::optional<int>>> replay_modes(int L) {
   std::vector<std::pair<std::string, std::optional<int>>> m;
+  if (L == 1) return {{"window", std::nullopt}};  // every step a flush of the current token
   m.emplace_back("step", 1);
   if (L - 2 != 1) m.emplace_back("step", L - 2);
   m.emplace_back("flush", L - 1);

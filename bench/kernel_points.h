@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "byte_model.h"
+#include "replayssm/dispatch.h"
 #include "cuda_util.h"
 #include "replayssm/tensor.h"
 #include "results.h"
@@ -152,6 +153,8 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
           r.plan = fam.plan_json(chosen, true);
           r.commit_in_graph = commit;
           r.speedup = conv.us / r.us;
+          r.dispatched = is_auto && mode == "window" &&
+                         L == recommended_ring_length(fam.ssm_family, batch, cfg.L);
           rows.push_back(r);
         }
       }

@@ -15,6 +15,7 @@ namespace cm = cuda::mamba2;
 struct Mamba2Family {
   using Route = cm::Route;
   std::string family = "mamba2";
+  SsmFamily ssm_family = SsmFamily::kMamba2;
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   mamba2::Dims dims;

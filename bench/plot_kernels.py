@@ -75,7 +75,8 @@ def main():
                                 if r["family"] in families))
     if not shapes or L is None:
         sys.exit(f"plot_kernels: no {'/'.join(families)} replay rows to plot")
-    sweep = sorted({r["L"] for r in rows if r["variant"] == "replay" and r.get("L") not in (None, L)})
+    sweep = sorted({r["L"] for r in rows if r["variant"] == "replay"
+                    and r.get("L") not in (None, L, 1)})
     nrows = 3 if sweep else 2
     fig, axes = plt.subplots(nrows, len(shapes), figsize=(6.5 * len(shapes), 4.2 * nrows),
                              squeeze=False)
@@ -86,10 +87,14 @@ def main():
         conv = series(rs, lambda r: r["variant"] == "conventional")
         win = series(rs, lambda r: replay(r, L, "window"))
         mix = series(rs, lambda r: replay(r, L, "mixed"))
+        disp = series(rs, lambda r: r.get("dispatched", False))
 
         ax = axes[0][col]
         ax.plot(*ratio(conv, win), "o-", label=f"window L={L} vs ours-conventional")
         ax.plot(*ratio(conv, mix), "s-", label=f"mixed L={L} vs ours-conventional")
+        if disp[0]:
+            ax.plot(*ratio(conv, disp), "D-", lw=2.5, alpha=0.6,
+                    label="dispatched (L per batch, dispatch.h) vs ours-conventional")
         for p in peers:
             prs = [r for r in p["rows"] if r["shape"] == shape]
             for variant in sorted({r["variant"] for r in prs}):

@@ -35,6 +35,7 @@ nlohmann::json row_json(const Row& r) {
   j["calls_per_graph"] = r.calls;
   j["steps_per_call"] = r.steps;
   j["commit_in_graph"] = r.commit_in_graph;
+  if (r.variant == "replay") j["dispatched"] = r.dispatched;
   j["pool_slots"] = r.pool_slots;
   j["replays"] = r.replays;
   return j;

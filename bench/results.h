@@ -32,6 +32,9 @@ struct Row {
   int calls = 0;               ///< R: calls (own slots and buffers) per graph replay
   int steps = 1;               ///< steps per call per replay (L for window rows)
   bool commit_in_graph = false;  ///< a device commit of every pool slot per step is timed too
+  /// window row at the ring length the dispatcher picks for this batch (dispatch.h): its speedup
+  /// is what ReplaySSM decoding delivers at this batch ("never slower" when >= ~1)
+  bool dispatched = false;
   int64_t pool_slots = 0;
   int replays = 0;
 };

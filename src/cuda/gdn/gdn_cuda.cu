@@ -356,6 +356,8 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   const char* op = "gdn.replay_step (cuda)";
   const Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
+  // L = 1 is the conventional step (every step folds only the current token): run its kernel.
+  if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
   const Plan plan = resolve(forced, plan_replay(d, c.batch, cursors.config.L, c.state_dtype), d,
                             c.state_dtype, true, op);

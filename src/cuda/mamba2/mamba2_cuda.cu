@@ -430,6 +430,10 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   const char* op = "mamba2.replay_step (cuda)";
   Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
+  // L = 1: every step folds exactly the current token into the checkpoint, which is the
+  // conventional step; run its kernel (the dispatcher's fallback where replay cannot win, issue
+  // "never slower"). The rings are not touched; commit keeps h = 0, origin = 0.
+  if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
   bool group = false;
   const Plan plan =

@@ -1,0 +1,31 @@
+#include "replayssm/dispatch.h"
+
+#include <algorithm>
+
+#include "replayssm/errors.h"
+
+namespace replayssm {
+
+const char* ssm_family_name(SsmFamily f) {
+  switch (f) {
+    case SsmFamily::kMamba2: return "mamba2";
+    case SsmFamily::kGdn: return "gdn";
+    case SsmFamily::kKda: return "kda";
+  }
+  return "?";
+}
+
+int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested) {
+  check<ConfigError>(requested >= 1, "requested ring length is ", requested, ", expected >= 1");
+  check<ConfigError>(batch >= 0, "batch is ", batch, ", expected >= 0");
+  switch (family) {
+    case SsmFamily::kMamba2:
+      return batch >= 32 ? std::min<int32_t>(requested, 16) : 1;
+    case SsmFamily::kGdn:
+    case SsmFamily::kKda:
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace replayssm

@@ -1,0 +1,31 @@
+// The dispatcher's ring-length table (dispatch.h): replay only where it measured faster.
+#include <gtest/gtest.h>
+
+#include "replayssm/dispatch.h"
+#include "replayssm/errors.h"
+
+namespace replayssm {
+namespace {
+
+TEST(Dispatch, Mamba2ReplaysFromBatch32WithAtMost16) {
+  for (int64_t b : {0, 1, 8, 31}) EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
+  for (int64_t b : {32, 64, 256, 512}) {
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 16);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 8), 8);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 32), 16);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 1), 1);
+  }
+}
+
+TEST(Dispatch, GdnAndKdaUseTheConventionalStepUntilReplayWins) {
+  for (auto f : {SsmFamily::kGdn, SsmFamily::kKda})
+    for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(f, b, 16), 1);
+}
+
+TEST(Dispatch, RejectsBadArguments) {
+  EXPECT_THROW(recommended_ring_length(SsmFamily::kMamba2, 4, 0), ConfigError);
+  EXPECT_THROW(recommended_ring_length(SsmFamily::kGdn, -1, 16), ConfigError);
+}
+
+}  // namespace
+}  // namespace replayssm
