@@ -462,3 +462,21 @@ TEST(Config, RejectsUnsupportedModelsAndRope) {
 
 }  // namespace
 }  // namespace replayssm::engine
+
+namespace replayssm::engine {
+namespace {
+
+// transformers 5.2x writes non-finite floats as {"__float__": "Infinity"} in config.json.
+TEST(Config, TimeStepLimitInTransformersFloatObjectForm) {
+  nlohmann::json j = nlohmann::json::parse(R"({"model_type": "mamba2", "num_heads": 4,
+    "head_dim": 16, "hidden_size": 32, "expand": 2, "state_size": 16, "n_groups": 1,
+    "num_hidden_layers": 2, "vocab_size": 256,
+    "time_step_limit": [0.0, {"__float__": "Infinity"}]})");
+  const ModelConfig c = parse_config(j);
+  EXPECT_TRUE(std::isinf(c.mamba.dt_max_clamp));
+  j["time_step_limit"][1] = {{"__float__", "Bogus"}};
+  EXPECT_THROW(parse_config(j), ConfigError);
+}
+
+}  // namespace
+}  // namespace replayssm::engine

@@ -88,11 +88,14 @@ class Keys {
     fail(what, " is ", brief(v), ", expected an integer");
   }
   /// A number; also the strings "Infinity", "-Infinity", "NaN" (Python's json module writes
-  /// those bare; Checkpoint::open quotes them before parsing).
+  /// those bare; Checkpoint::open quotes them before parsing), and {"__float__": "Infinity"}, the
+  /// form newer transformers releases (5.2x) write non-finite floats in.
   static double as_number(const json& v, const std::string& what) {
     if (v.is_number()) return v.get<double>();
-    if (v.is_string()) {
-      const std::string s = v.get<std::string>();
+    const json* sv = &v;
+    if (v.is_object() && v.size() == 1 && v.contains("__float__")) sv = &v["__float__"];
+    if (sv->is_string()) {
+      const std::string s = sv->get<std::string>();
       if (s == "Infinity" || s == "inf") return kInf;
       if (s == "-Infinity" || s == "-inf") return -kInf;
       if (s == "NaN" || s == "nan") return std::numeric_limits<double>::quiet_NaN();
