@@ -175,7 +175,9 @@ INSTANTIATE_TEST_SUITE_P(Tiny, EngineModel, ::testing::Values("nemotron_h", "qwe
 
 TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
   ModelOptions o;
-  o.ring_L = 0;
+  o.ring_L = -1;
+  EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), ConfigError);
+  o.ring_L = 65;
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), ConfigError);
   o.ring_L = 16;
   o.state = "fp32/nvfp4";
@@ -198,6 +200,16 @@ TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("backbone.layers.0.mixer."), std::string::npos) << e.what();
   }
+}
+
+TEST(EngineLoad, RingLengthZeroIsTheDispatchersChoice) {
+  ModelOptions o;
+  o.ring_L = 0;
+  o.max_slots = 2;  // Mamba-2 replay loses below batch 32 (dispatch.h): L = 1
+  EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 1);
+  o.max_slots = 64;
+  EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 16);
+  EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);  // GDN: never faster yet
 }
 
 TEST(EngineLoad, Bf16WeightsLoad) {

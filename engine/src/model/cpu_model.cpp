@@ -7,7 +7,9 @@
 
 #include "cpu/ops.h"
 #include "model/cpu_model.h"
+#include "model/moe.h"
 #include "model/weights.h"
+#include "replayssm/dispatch.h"
 #include "replayssm/engine/checkpoint.h"
 
 namespace replayssm::engine {
@@ -30,24 +32,34 @@ std::string find_prefix(const Checkpoint& ck, const ModelConfig& cfg, std::strin
 
 }  // namespace
 
+int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
+  int32_t L = 16;
+  for (BlockKind k : cfg.layers) {
+    if (k == BlockKind::kMamba2) L = std::min(L, recommended_ring_length(SsmFamily::kMamba2, batch, 16));
+    if (k == BlockKind::kGdn) L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16));
+  }
+  return L;
+}
+
 CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
   const Checkpoint ck = Checkpoint::open(dir);
   cfg_ = parse_config(ck.config());
   check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
   check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
                      ", expected >= 1");
-  check<ConfigError>(opt.ring_L >= 1 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
-                     ", expected 1..64");
+  check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
+                     ", expected 1..64 (0: the dispatcher's choice)");
   check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
                           "' is not built yet (available: fp32)");
 
+  if (opt_.ring_L == 0) opt_.ring_L = auto_ring_length(cfg_, opt_.max_slots);
   ssm_.mode = opt.ssm;
   ssm_.dt_floor = opt.dt_floor;
   const int64_t S = opt.max_slots;
   cur_origin_.assign(S, 0);
   cur_h_.assign(S, 0);
   cur_flush_.assign(S, 0);
-  ssm_.cursors.config = RingConfig{opt.ring_L, 1, RingMode::kDecode};
+  ssm_.cursors.config = RingConfig{opt_.ring_L, 1, RingMode::kDecode};
   ssm_.cursors.config.validate();
   ssm_.cursors.origin = make_view(cur_origin_.data(), DType::kI32, {S});
   ssm_.cursors.h = make_view(cur_h_.data(), DType::kI32, {S});
@@ -71,17 +83,14 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
       case BlockKind::kGdn: s.mixer = make_gdn_mixer(ck, cfg_, mp, opt, ssm_); break;
       case BlockKind::kAttention: s.mixer = make_attention(ck, cfg_, mp, opt); break;
       case BlockKind::kMlp: s.mixer = make_mlp(ck, cfg_, mp); break;
-      case BlockKind::kMoe:
-        throw UnsupportedError(std::string("layer ") + std::to_string(i) +
-                               ": MoE blocks are not built yet in the engine");
+      case BlockKind::kMoe: s.mixer = make_moe(ck, cfg_, mp); break;
     }
     sub_.push_back(std::move(s));
     if (qwen) {
-      check<UnsupportedError>(cfg_.qwen_mlp.at(i) == BlockKind::kMlp, "layer ", i,
-                              ": MoE blocks are not built yet in the engine");
       Sublayer m;
       m.norm = ck.load(lp + "post_attention_layernorm.weight", {H});
-      m.mixer = make_mlp(ck, cfg_, lp + "mlp.");
+      m.mixer = cfg_.qwen_mlp.at(i) == BlockKind::kMoe ? make_moe(ck, cfg_, lp + "mlp.")
+                                                       : make_mlp(ck, cfg_, lp + "mlp.");
       sub_.push_back(std::move(m));
     }
   }

@@ -15,9 +15,16 @@ enum class SsmMode { kConventional, kReplay };
 const char* ssm_mode_name(SsmMode m);
 
 struct ModelOptions {
-  bool cuda = false;              ///< run on the CUDA backend (UnsupportedError until built)
+  /// Run on the CUDA backend (cuda_model.h): UnsupportedError in a build without CUDA, without a
+  /// device, or for sizes the CUDA kernels do not run.
+  bool cuda = false;
+  /// CUDA: capture each decode step into a CUDA graph per batch size (false: launch eagerly; the
+  /// results are identical).
+  bool cuda_graphs = true;
   SsmMode ssm = SsmMode::kReplay;
-  int32_t ring_L = 16;            ///< ReplaySSM ring length (>= 1; 1 = flush every step)
+  /// ReplaySSM ring length (1..64; 1 = flush every step = the conventional step). 0: the
+  /// dispatcher's choice for max_slots rows (dispatch.h: replay only where it measured faster).
+  int32_t ring_L = 16;
   std::string state = "fp32";     ///< SSM state mode (recurrence/read); only fp32 for now
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
@@ -25,6 +32,10 @@ struct ModelOptions {
   /// whose torch path floors dt at time_step_min (models.md §2.3).
   double dt_floor = 0.0;
 };
+
+/// The ring length ring_L = 0 resolves to for a model decoding `batch` rows (dispatch.h; the
+/// shortest recommendation over the model's SSM layer families).
+int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch);
 
 class Model {
  public:
