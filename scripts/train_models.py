@@ -151,6 +151,80 @@ def build_model(name: str, seq_len: int):
     return model
 
 
+def ssd_chunk_scan_fp32(hidden_states, dt, A, B, C, chunk_size, D=None, dt_bias=None, initial_states=None,
+                       dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, **kwargs):
+    """Training-speed stand-in for HF's torch `mamba2_chunk_scan` (same arguments, same math: the chunked
+    SSD algorithm, all in fp32 with autocast off). transformers 5.17's version of that function forms
+    [batch, chunk, l, s, heads, state] broadcast products (17 GB per layer at batch 32 x 1024 here), which
+    made a training step take 1.6 s; this one contracts with matmuls. Used only inside the training
+    loop (see --fast-ssd); every reported number and every sample comes from the stock HF function.
+    x [b, T, h, p], dt [b, T, h], A [h], B and C [b, T, g, n]."""
+    with torch.autocast(device_type=hidden_states.device.type, enabled=False):
+        b, T, h, p = hidden_states.shape
+        g, n = B.shape[2], B.shape[3]
+        x = hidden_states.float()
+        dt = dt.float()
+        if dt_bias is not None:
+            dt = dt + dt_bias.float()
+        if dt_softplus:
+            dt = F.softplus(dt)
+        dt = dt.clamp(min=dt_limit[0], max=dt_limit[1])
+        Bh = B.float().repeat_interleave(h // g, dim=2)
+        Ch = C.float().repeat_interleave(h // g, dim=2)
+        Q = chunk_size
+        pad = (Q - T % Q) % Q
+        if pad:
+            x_p, dt_p = F.pad(x, (0, 0, 0, 0, 0, pad)), F.pad(dt, (0, 0, 0, pad))
+            Bh, Ch = F.pad(Bh, (0, 0, 0, 0, 0, pad)), F.pad(Ch, (0, 0, 0, 0, 0, pad))
+        else:
+            x_p, dt_p = x, dt
+        nc = (T + pad) // Q
+        xs = (x_p * dt_p[..., None]).view(b, nc, Q, h, p)          # dt-scaled input
+        Bc, Cc = Bh.view(b, nc, Q, h, n), Ch.view(b, nc, Q, h, n)
+        a = (dt_p * A.float()).view(b, nc, Q, h).permute(0, 3, 1, 2)  # [b, h, c, Q] log decay per step
+        acs = a.cumsum(-1)
+        diff = acs[..., :, None] - acs[..., None, :]                 # [b, h, c, i, j]
+        causal = torch.ones(Q, Q, dtype=torch.bool, device=x.device).tril()
+        decay = diff.masked_fill(~causal, float("-inf")).exp()
+        scores = torch.einsum("bcihn,bcjhn->bhcij", Cc, Bc) * decay
+        y = torch.einsum("bhcij,bcjhp->bcihp", scores, xs)           # intra-chunk
+        to_end = (acs[..., -1:] - acs).exp()                          # [b, h, c, Q]
+        states = torch.einsum("bcjhn,bhcj,bcjhp->bchpn", Bc, to_end, xs)
+        chunk_decay = acs[..., -1].exp()                              # [b, h, c]
+        H = (initial_states.float() if initial_states is not None
+             else torch.zeros(b, h, p, n, device=x.device, dtype=torch.float32))
+        entering = []
+        for c in range(nc):
+            entering.append(H)
+            H = H * chunk_decay[:, :, c, None, None] + states[:, c]
+        entering = torch.stack(entering, 1)                           # [b, c, h, p, n]
+        y = y + torch.einsum("bcihn,bchpn->bcihp", Cc, entering) * acs.exp().permute(0, 2, 3, 1)[..., None]
+        y = y.reshape(b, nc * Q, h, p)[:, :T]
+        if D is not None:
+            y = y + D.float()[:, None] * x
+        return (y, H) if return_final_states else y
+
+
+class fast_ssd_training:
+    """Context manager: HF's Nemotron-H torch chunk scan -> ssd_chunk_scan_fp32, restored on exit."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __enter__(self):
+        if self.enabled:
+            import transformers.models.nemotron_h.modeling_nemotron_h as mod
+
+            self.mod, self.orig = mod, mod.mamba2_chunk_scan
+            mod.mamba2_chunk_scan = ssd_chunk_scan_fp32
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.mod.mamba2_chunk_scan = self.orig
+        return False
+
+
 def describe(model) -> dict:
     n_params = sum(p.numel() for p in model.parameters())
     n_embed = model.get_input_embeddings().weight.numel()
@@ -324,6 +398,11 @@ def train_one(args, name: str) -> dict:
     t_calib0 = None
     run_loss, run_n = 0.0, 0
     step = 0
+    fast = fast_ssd_training(args.fast_ssd and name == "nemotron-h-tiny")
+    fast.__enter__()
+    if fast.enabled:
+        say("training uses ssd_chunk_scan_fp32 in place of HF's torch mamba2_chunk_scan (same math, fp32); "
+            "the final evaluation, the samples and the fixtures use the stock HF function")
     val0 = evaluate(model, held, eval_starts_small, args.seq_len, args.eval_batch, device, autocast_dtype)
     curve.append({"step": 0, "tokens": 0, "time_s": 0.0, "lr": 0.0, "train_loss": None, "train_bpb": None,
                   "heldout_bpb": val0})
@@ -343,9 +422,10 @@ def train_one(args, name: str) -> dict:
                 # reserve time for the held-out evaluations along the way
                 budget_left = (args.time_budget - elapsed) * 0.93
                 total_steps = max(calib_at + 10, calib_at + int(budget_left / per_step))
+                warmup = min(args.warmup, max(calib_at, total_steps // 8))
                 eval_every = max(10, total_steps // 25)
                 say(f"measured {per_step * 1000:.1f} ms/step -> {total_steps} steps in the "
-                    f"{args.time_budget:.0f} s budget; held-out eval every {eval_every} steps")
+                    f"{args.time_budget:.0f} s budget, {warmup} warm-up; held-out eval every {eval_every} steps")
         lr = lr_at(step, total_steps if args.steps or step >= calib_at else 10**9, warmup, args.lr,
                    args.lr * args.min_lr_ratio)
         for g in opt.param_groups:
@@ -379,6 +459,7 @@ def train_one(args, name: str) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()
     train_time = time.time() - t_start
+    fast.__exit__(None, None, None)
     steps_done = step
     say(f"training done: {steps_done} steps, {steps_done * args.batch * args.seq_len:,} tokens, {train_time:.0f} s")
 
@@ -432,6 +513,8 @@ def train_one(args, name: str) -> dict:
         "weight_decay": args.weight_decay,
         "grad_clip": args.grad_clip,
         "seed": args.seed,
+        "concurrent_with_other_model": bool(os.environ.get("REPLAYSSM_CMD")),
+        "fast_ssd_in_training": fast.enabled,
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -548,6 +631,13 @@ Every MLP is a dense SwiGLU (`num_experts` = 0, `mlp_only_layers` = all layers):
 | norms | Qwen-style RMSNorm `x * rsqrt(mean(x^2) + eps) * (1 + w)` in fp32, eps {cfg.rms_norm_eps}; GDN output norm is a plain-weight gated RMSNorm per value head (norm, then `* silu(z)`) |
 | tie_word_embeddings | {cfg.tie_word_embeddings} |
 """
+    fast_note = ""
+    if r.get("fast_ssd_in_training"):
+        fast_note = ("\nFor speed the training loop replaced HF's torch `mamba2_chunk_scan` (whose transformers 5.17 form "
+                     "materialises [batch, chunk, l, s, heads, state] products) by `ssd_chunk_scan_fp32` in "
+                     "`scripts/train_models.py`: the same chunked SSD math in fp32, checked against the HF function "
+                     "to fp32 rounding (outputs and gradients). The held-out numbers and samples below use the stock "
+                     "HF code.")
     samples = "\n".join(
         f"* {s['method']}, prompt `{s['prompt']}`:\n\n```text\n{s['text']}\n```\n" for s in r["samples"]
     )
@@ -572,11 +662,11 @@ lines). **Held out: `{r['heldout_book']}`** ({r['heldout_bytes']:,} bytes), neve
 ## Training
 
 {r['steps']:,} steps of batch {r['batch']} x {r['seq_len']} bytes ({r['tokens_seen'] / 1e6:.1f} M tokens) in
-{r['train_time_s']:.0f} s on one {r['device']}, concurrently with the other bundled model; AdamW (betas 0.9/0.95,
+{r['train_time_s']:.0f} s on one {r['device']}{', concurrently with the other bundled model' if r.get('concurrent_with_other_model') else ''}; AdamW (betas 0.9/0.95,
 weight decay {r['weight_decay']} on matrices), peak lr {r['lr']:g}, {r['warmup']} warm-up steps, cosine decay to
 {r['min_lr_ratio']:g} x peak, gradient clip {r['grad_clip']}, bf16 autocast with fp32 master weights, seed {r['seed']}.
 Software: torch {r['torch']}, transformers {r['transformers']}, Python {r['python']}; optional kernel packages
-present: {r['kernel_packages_present']} (all absent means the HF torch fallback paths were used).
+present: {r['kernel_packages_present']} (all absent means the HF torch fallback paths were used).{fast_note}
 
 ## Held-out result
 
@@ -648,12 +738,25 @@ def main():
     ap.add_argument("--prompts", nargs="+", default=["It was on a dreary night of November that ",
                                                      "\"I will tell you,\" said she, "])
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--fast-ssd", action=argparse.BooleanOptionalAction, default=True,
+                    help="train Nemotron-H with ssd_chunk_scan_fp32 instead of HF's torch chunk scan")
+    ap.add_argument("--rewrite-card", metavar="MODEL_DIR", default=None,
+                    help="only rewrite MODEL_DIR/README.md from its training.json, samples.json and config.json")
     args = ap.parse_args()
+    if args.rewrite_card:
+        from transformers import AutoConfig
+
+        d = Path(args.rewrite_card)
+        r = json.loads((d / "training.json").read_text())
+        r["samples"] = json.loads((d / "samples.json").read_text())
+        write_card(d, r, AutoConfig.from_pretrained(d))
+        print(f"rewrote {d / 'README.md'}")
+        return
     args.command_line = "python3 scripts/train_models.py " + " ".join(
         a if a.replace("-", "").replace("_", "").replace(".", "").replace("/", "").isalnum() else json.dumps(a)
         for a in sys.argv[1:])
     # The command for the model card: the defaults for --data-dir / --out, the rest as given.
-    canon = ["python3 scripts/train_models.py --model all"]
+    canon = [f"python3 scripts/train_models.py --model {args.model}"]
     for flag, val, default in (("--time-budget", args.time_budget, 300.0), ("--steps", args.steps, None),
                                ("--batch", args.batch, 32), ("--lr", args.lr, 2e-3), ("--seed", args.seed, 1234),
                                ("--holdout", args.holdout, "frankenstein.txt")):
