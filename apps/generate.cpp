@@ -12,6 +12,8 @@
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/serve.h"
 #include "replayssm/engine/tokenizer.h"
@@ -105,19 +107,27 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
 
 int generate(const GenerateOptions& o) {
   GenerateOptions opt = o;
-  // The CUDA engine has not landed yet: auto runs on the CPU (the report line names the device).
-  if (opt.device == "auto") opt.device = "cpu";
-  // Peek at the vocabulary to decide between text and token ids.
-  engine::ModelOptions probe;
-  probe.max_slots = 1;
-  probe.max_context = 1;
-  const bool bytes = engine::Model::load(opt.model, probe)->config().vocab_size == 256;
+  // auto: the CUDA engine when a CUDA device is present and the engine runs the checkpoint there
+  // (sizes, block kinds), else the CPU; the report line names the device used.
+  const bool auto_device = opt.device == "auto";
+  if (auto_device) opt.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  // Peek at the vocabulary (config.json only) to decide between text and token ids.
+  const bool bytes =
+      engine::parse_config(engine::Checkpoint::open(opt.model).config()).vocab_size == 256;
   const auto reqs = make_requests(opt, bytes);
   const bool stream = reqs.size() == 1 && !opt.quiet;
   const auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
 
   if (stream && bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
-  Run main_run = run_once(opt, mode, reqs, bytes, stream);
+  Run main_run;
+  try {
+    main_run = run_once(opt, mode, reqs, bytes, stream);
+  } catch (const UnsupportedError& e) {
+    if (!auto_device || opt.device != "cuda") throw;
+    fmt::print(stderr, "replayssm: note: {}; decoding on the CPU\n", e.what());
+    opt.device = "cpu";
+    main_run = run_once(opt, mode, reqs, bytes, stream);
+  }
   if (stream) std::printf("\n");
   if (!stream && !opt.quiet) {
     for (size_t i = 0; i < reqs.size(); ++i) {
@@ -180,7 +190,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
   sub->add_option("-n,--max-new-tokens", o->max_new_tokens, "tokens to generate per request")
       ->check(CLI::Range(0, 1 << 20));
-  sub->add_option("--device", o->device, "cpu, cuda or auto")
+  sub->add_option("--device", o->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--ssm", o->ssm, "SSM decoding: conventional or replay")
       ->check(CLI::IsMember({"conventional", "replay"}));

@@ -56,10 +56,18 @@ class TinyWriter {
   std::vector<StWriteTensor> tensors_;
 };
 
+/// Sizes of a tiny Nemotron-H. The defaults are the CPU test models (the checkpoints they write
+/// are fixed); the CUDA tests take d_state 64 (the CUDA kernels run 64 or 128).
+struct NemotronDims {
+  int64_t V = 256, H = 64, nh = 4, P = 16, N = 16, G = 2, I = 128, ah = 4, kvh = 2, hd = 16;
+};
+
 /// Nemotron-H (NemotronHForCausalLM layout, "backbone." prefix): pattern of M / * / - blocks.
 inline void write_tiny_nemotron_h(const std::string& dir, uint64_t seed,
-                                  const std::string& pattern = "M*M-M", const std::string& dtype = "F32") {
-  const int64_t V = 256, H = 64, nh = 4, P = 16, N = 16, G = 2, I = 128, ah = 4, kvh = 2, hd = 16;
+                                  const std::string& pattern = "M*M-M", const std::string& dtype = "F32",
+                                  const NemotronDims& d = {}) {
+  const int64_t V = d.V, H = d.H, nh = d.nh, P = d.P, N = d.N, G = d.G, I = d.I, ah = d.ah;
+  const int64_t kvh = d.kvh, hd = d.hd;
   const int64_t di = nh * P, cd = di + 2 * G * N;
   nlohmann::json c = {{"model_type", "nemotron_h"}, {"architectures", {"NemotronHForCausalLM"}},
                       {"vocab_size", V}, {"hidden_size", H}, {"num_hidden_layers", pattern.size()},
@@ -102,11 +110,17 @@ inline void write_tiny_nemotron_h(const std::string& dir, uint64_t seed,
   w.write(dir, c, dtype);
 }
 
+/// Sizes of a tiny Qwen3-Next. The defaults are the CPU test models (the checkpoints they write
+/// are fixed); the CUDA tests take head_k_dim 64 (the CUDA kernels run 64 or 128).
+struct QwenDims {
+  int64_t V = 256, H = 64, Hk = 2, Hv = 4, dk = 16, dv = 16, I = 128, ah = 4, kvh = 2, hd = 16;
+};
+
 /// Qwen3-Next (Qwen3NextForCausalLM layout, interleaved in_proj_qkvz / in_proj_ba, dense MLP).
 inline void write_tiny_qwen3_next(const std::string& dir, uint64_t seed,
-                                  const std::string& dtype = "F32") {
-  const int64_t V = 256, H = 64, L = 4, Hk = 2, Hv = 4, dk = 16, dv = 16, I = 128;
-  const int64_t ah = 4, kvh = 2, hd = 16, cd = 2 * Hk * dk + Hv * dv;
+                                  const std::string& dtype = "F32", const QwenDims& d = {}) {
+  const int64_t V = d.V, H = d.H, L = 4, Hk = d.Hk, Hv = d.Hv, dk = d.dk, dv = d.dv, I = d.I;
+  const int64_t ah = d.ah, kvh = d.kvh, hd = d.hd, cd = 2 * Hk * dk + Hv * dv;
   nlohmann::json c = {{"model_type", "qwen3_next"}, {"architectures", {"Qwen3NextForCausalLM"}},
                       {"vocab_size", V}, {"hidden_size", H}, {"num_hidden_layers", L},
                       {"layer_types", {"linear_attention", "linear_attention", "full_attention",

@@ -17,15 +17,14 @@ class Attention final : public Mixer {
   Attention(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
             const ModelOptions& opt)
       : c_(cfg.attn), eps_(cfg.norm_eps), slots_(opt.max_slots), ctx_(opt.max_context) {
-    const int64_t H = cfg.hidden_size, nh = c_.num_heads, nkv = c_.num_kv_heads, hd = c_.head_dim;
-    q_ = load_linear(ck, p + "q_proj", nh * hd * (c_.output_gate ? 2 : 1), H, c_.bias);
-    k_ = load_linear(ck, p + "k_proj", nkv * hd, H, c_.bias);
-    v_ = load_linear(ck, p + "v_proj", nkv * hd, H, c_.bias);
-    o_ = load_linear(ck, p + "o_proj", H, nh * hd, c_.bias);
-    if (c_.qk_norm) {
-      q_norm_ = ck.load(p + "q_norm.weight", {hd});
-      k_norm_ = ck.load(p + "k_norm.weight", {hd});
-    }
+    const int64_t nkv = c_.num_kv_heads, hd = c_.head_dim;
+    AttentionWeights w = load_attention_weights(ck, cfg, p);
+    q_ = std::move(w.q);
+    k_ = std::move(w.k);
+    v_ = std::move(w.v);
+    o_ = std::move(w.o);
+    q_norm_ = std::move(w.q_norm);
+    k_norm_ = std::move(w.k_norm);
     kcache_.assign(slots_ * ctx_ * nkv * hd, 0.0f);
     vcache_.assign(slots_ * ctx_ * nkv * hd, 0.0f);
   }

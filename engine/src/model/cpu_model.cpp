@@ -7,30 +7,13 @@
 
 #include "cpu/ops.h"
 #include "model/cpu_model.h"
+#include "model/layout.h"
 #include "model/moe.h"
 #include "model/weights.h"
 #include "replayssm/dispatch.h"
 #include "replayssm/engine/checkpoint.h"
 
 namespace replayssm::engine {
-namespace {
-
-/// Checkpoints spell the module root differently (save_pretrained of a class vs the published
-/// files): take the configured prefix if its embedding exists, else the first that does.
-std::string find_prefix(const Checkpoint& ck, const ModelConfig& cfg, std::string& embed_name) {
-  std::vector<std::string> prefixes{cfg.weight_prefix, "backbone.", "model.",
-                                    "model.language_model."};
-  for (const auto& p : prefixes)
-    for (const char* e : {"embeddings.weight", "embed_tokens.weight", "embedding.weight"})
-      if (ck.has(p + e)) {
-        embed_name = p + e;
-        return p;
-      }
-  throw CheckpointError(ck.dir() + ": missing tensor '" + cfg.weight_prefix +
-                        "embeddings.weight' (no embedding under any known prefix)");
-}
-
-}  // namespace
 
 int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
   int32_t L = 16;
@@ -66,19 +49,14 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
   ssm_.cursors.is_flush = make_view(cur_flush_.data(), DType::kI8, {S});
   position_.assign(S, 0);
 
-  std::string embed_name;
-  const std::string root = find_prefix(ck, cfg_, embed_name);
+  const ModelLayout layout = model_layout(ck, cfg_);
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
-  embed_ = ck.load(embed_name, {V, H});
-  const bool qwen = cfg_.arch == Arch::kQwen3Next || cfg_.arch == Arch::kQwen35;
-  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-    const std::string lp = root + "layers." + std::to_string(i) + ".";
-    const BlockKind kind = cfg_.layers[i];
+  embed_ = ck.load(layout.embed, {V, H});
+  for (const SublayerSpec& spec : layout.sub) {
     Sublayer s;
-    s.norm = ck.load(lp + (qwen ? "input_layernorm.weight" : "norm.weight"), {H});
-    const std::string mp = lp + (qwen ? (kind == BlockKind::kGdn ? "linear_attn." : "self_attn.")
-                                      : "mixer.");
-    switch (kind) {
+    s.norm = ck.load(spec.norm, {H});
+    const std::string& mp = spec.prefix;
+    switch (spec.kind) {
       case BlockKind::kMamba2: s.mixer = make_mamba2_mixer(ck, cfg_, mp, opt, ssm_); break;
       case BlockKind::kGdn: s.mixer = make_gdn_mixer(ck, cfg_, mp, opt, ssm_); break;
       case BlockKind::kAttention: s.mixer = make_attention(ck, cfg_, mp, opt); break;
@@ -86,21 +64,11 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
       case BlockKind::kMoe: s.mixer = make_moe(ck, cfg_, mp); break;
     }
     sub_.push_back(std::move(s));
-    if (qwen) {
-      Sublayer m;
-      m.norm = ck.load(lp + "post_attention_layernorm.weight", {H});
-      m.mixer = cfg_.qwen_mlp.at(i) == BlockKind::kMoe ? make_moe(ck, cfg_, lp + "mlp.")
-                                                       : make_mlp(ck, cfg_, lp + "mlp.");
-      sub_.push_back(std::move(m));
-    }
   }
-  final_norm_ = ck.load(root + (qwen ? "norm.weight" : "norm_f.weight"), {H});
+  final_norm_ = ck.load(layout.final_norm, {H});
   lm_head_.out = V;
   lm_head_.in = H;
-  if (ck.has("lm_head.weight") && !cfg_.tie_word_embeddings)
-    lm_head_.w = ck.load("lm_head.weight", {V, H});
-  else
-    lm_head_.w = embed_;
+  lm_head_.w = layout.lm_head.empty() ? embed_ : ck.load(layout.lm_head, {V, H});
 }
 
 void CpuModel::check_slots(std::span<const int32_t> slots) const {

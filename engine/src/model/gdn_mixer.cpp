@@ -17,22 +17,20 @@ class GdnMixer final : public Mixer {
   GdnMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
            const ModelOptions& opt, SsmShared& ssm)
       : c_(cfg.gdn), eps_(cfg.norm_eps), ssm_(ssm), slots_(opt.max_slots) {
-    const int64_t H = cfg.hidden_size, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t Hk = c_.num_k_heads, Hv = c_.num_v_heads;
     const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim();
-    if (c_.interleaved_proj) {
-      qkvz_ = load_linear(ck, p + "in_proj_qkvz", 2 * Hk * dk + 2 * Hv * dv, H);
-      ba_ = load_linear(ck, p + "in_proj_ba", 2 * Hv, H);
-    } else {
-      qkv_ = load_linear(ck, p + "in_proj_qkv", cd, H);
-      z_ = load_linear(ck, p + "in_proj_z", Hv * dv, H);
-      b_ = load_linear(ck, p + "in_proj_b", Hv, H);
-      a_ = load_linear(ck, p + "in_proj_a", Hv, H);
-    }
-    conv_w_ = load_conv(ck, p + "conv1d.weight", cd, c_.conv_kernel);
-    A_log_ = ck.load(p + "A_log", {Hv});
-    dt_bias_ = ck.load(p + "dt_bias", {Hv});
-    norm_w_ = ck.load(p + "norm.weight", {dv});
-    out_proj_ = load_linear(ck, p + "out_proj", H, Hv * dv);
+    GdnWeights w = load_gdn_weights(ck, cfg, p);
+    qkvz_ = std::move(w.qkvz);
+    ba_ = std::move(w.ba);
+    qkv_ = std::move(w.qkv);
+    z_ = std::move(w.z);
+    b_ = std::move(w.b);
+    a_ = std::move(w.a);
+    conv_w_ = std::move(w.conv_w);
+    A_log_ = std::move(w.A_log);
+    dt_bias_ = std::move(w.dt_bias);
+    norm_w_ = std::move(w.norm_w);
+    out_proj_ = std::move(w.out_proj);
 
     conv_state_.assign(slots_ * cd * c_.conv_kernel, 0.0f);
     const int64_t R = ssm_.mode == SsmMode::kReplay ? ssm_.cursors.config.rows() : 1;

@@ -17,16 +17,17 @@ class Mamba2Mixer final : public Mixer {
   Mamba2Mixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
               const ModelOptions& opt, SsmShared& ssm)
       : c_(cfg.mamba), eps_(cfg.norm_eps), ssm_(ssm), slots_(opt.max_slots) {
-    const int64_t H = cfg.hidden_size, di = c_.d_inner(), cd = c_.conv_dim();
+    const int64_t di = c_.d_inner(), cd = c_.conv_dim();
     proj_out_ = 2 * di + 2 * c_.ngroups * c_.d_state + c_.nheads;
-    in_proj_ = load_linear(ck, p + "in_proj", proj_out_, H, c_.proj_bias);
-    conv_w_ = load_conv(ck, p + "conv1d.weight", cd, c_.conv_kernel);
-    if (c_.use_conv_bias) conv_b_ = ck.load(p + "conv1d.bias", {cd});
-    A_log_ = ck.load(p + "A_log", {c_.nheads});
-    dt_bias_ = ck.load(p + "dt_bias", {c_.nheads});
-    D_ = ck.load(p + "D", {c_.nheads});
-    norm_w_ = ck.load(p + "norm.weight", {di});
-    out_proj_ = load_linear(ck, p + "out_proj", H, di, c_.proj_bias);
+    Mamba2Weights w = load_mamba2_weights(ck, cfg, p);
+    in_proj_ = std::move(w.in_proj);
+    conv_w_ = std::move(w.conv_w);
+    conv_b_ = std::move(w.conv_b);
+    A_log_ = std::move(w.A_log);
+    dt_bias_ = std::move(w.dt_bias);
+    D_ = std::move(w.D);
+    norm_w_ = std::move(w.norm_w);
+    out_proj_ = std::move(w.out_proj);
     zero_bias_.assign(c_.nheads, 0.0f);
 
     conv_state_.assign(slots_ * cd * c_.conv_kernel, 0.0f);

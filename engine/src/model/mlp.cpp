@@ -12,10 +12,10 @@ class Mlp final : public Mixer {
  public:
   Mlp(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p)
       : gated_(cfg.mlp.gated), I_(cfg.mlp.intermediate) {
-    const int64_t H = cfg.hidden_size;
-    up_ = load_linear(ck, p + "up_proj", I_, H, cfg.mlp.bias);
-    if (gated_) gate_ = load_linear(ck, p + "gate_proj", I_, H, cfg.mlp.bias);
-    down_ = load_linear(ck, p + "down_proj", H, I_, cfg.mlp.bias);
+    MlpWeights w = load_mlp_weights(ck, cfg, p);
+    up_ = std::move(w.up);
+    gate_ = std::move(w.gate);
+    down_ = std::move(w.down);
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {

@@ -1,6 +1,9 @@
 #include "replayssm/engine/model.h"
 
 #include "model/cpu_model.h"
+#ifdef RSSM_WITH_CUDA
+#include "cuda/cuda_model.h"
+#endif
 
 namespace replayssm::engine {
 
@@ -9,8 +12,13 @@ const char* ssm_mode_name(SsmMode m) {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
+#ifdef RSSM_WITH_CUDA
+  if (options.cuda) return make_cuda_model(dir, options);
+#else
   check<UnsupportedError>(!options.cuda,
-                          "the CUDA engine is not built yet: run generate with --device cpu");
+                          "this build has no CUDA backend (nvcc was not found at configure "
+                          "time): run generate with --device cpu");
+#endif
   return std::make_unique<CpuModel>(dir, options);
 }
 

@@ -18,8 +18,8 @@ struct ModelOptions {
   /// Run on the CUDA backend (cuda_model.h): UnsupportedError in a build without CUDA, without a
   /// device, or for sizes the CUDA kernels do not run.
   bool cuda = false;
-  /// CUDA: capture each decode step into a CUDA graph per batch size (false: launch eagerly; the
-  /// results are identical).
+  /// CUDA: replay decode steps from a CUDA graph per batch size, captured on the second step of
+  /// that size (false: launch every kernel eagerly; the results are identical).
   bool cuda_graphs = true;
   SsmMode ssm = SsmMode::kReplay;
   /// ReplaySSM ring length (1..64; 1 = flush every step = the conventional step). 0: the

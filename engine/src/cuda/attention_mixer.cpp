@@ -1,0 +1,106 @@
+// Decode attention on CUDA (models.md §2.3-2.4; CPU twin: model/attention.cpp): one GEMM for
+// [q | k | v], then attention_prep (q/k norm, RoPE, k/v into the per-slot bf16 KV cache at the
+// row's position) and attention_decode (GQA softmax over the slot's positions, sigmoid output
+// gate), o_proj accumulated into the residual. Nemotron-H: no RoPE, no norms, no gate.
+#include <cmath>
+
+#include "cuda/mixers.h"
+#include "model/weights.h"
+
+namespace replayssm::engine::cuda {
+namespace {
+
+class AttentionMixer final : public CudaMixer {
+ public:
+  AttentionMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
+                 CudaShared& sh)
+      : c_(cfg.attn), eps_(static_cast<float>(cfg.norm_eps)), sh_(sh) {
+    DeviceArena& a = *sh.arena;
+    const AttentionWeights w = load_attention_weights(ck, cfg, p);
+    qkv_ = a.upload_linear({&w.q, &w.k, &w.v});
+    o_ = a.upload_linear({&w.o});
+    if (c_.qk_norm) {
+      q_norm_ = a.upload_f32(w.q_norm);
+      k_norm_ = a.upload_f32(w.k_norm);
+    }
+    if (c_.rotary_dim > 0) {  // as cpu::rope_neox: float(1 / theta^(2i / rotary_dim))
+      std::vector<float> inv(static_cast<size_t>(c_.rotary_dim / 2));
+      for (size_t i = 0; i < inv.size(); ++i)
+        inv[i] = static_cast<float>(
+            1.0 / std::pow(c_.rope_theta, double(2 * i) / double(c_.rotary_dim)));
+      inv_freq_ = a.upload_f32(inv);
+    }
+    const int64_t cache = sh.slots * sh.context * c_.num_kv_heads * c_.head_dim;
+    kcache_ = a.alloc_n<bf16>(cache);
+    vcache_ = a.alloc_n<bf16>(cache);
+  }
+
+  void forward(const bf16* x, float* residual, const DeviceStep& st) override {
+    const int64_t B = st.n;
+    Carve carve(st.scratch);
+    const Scratch s = layout(carve);
+    st.blas->linear(qkv_, x, B, s.proj, false);
+    Attention at;
+    at.proj = s.proj;
+    at.ld = qkv_.out;
+    at.nh = static_cast<int>(c_.num_heads);
+    at.nkv = static_cast<int>(c_.num_kv_heads);
+    at.hd = static_cast<int>(c_.head_dim);
+    at.gate = c_.output_gate;
+    at.q_norm = q_norm_;
+    at.k_norm = k_norm_;
+    at.eps = eps_;
+    at.rotary_dim = static_cast<int>(c_.rotary_dim);
+    at.inv_freq = inv_freq_;
+    at.kcache = kcache_;
+    at.vcache = vcache_;
+    at.ctx = sh_.context;
+    at.num_slots = static_cast<int32_t>(sh_.slots);
+    at.slots = st.slots;
+    at.positions = st.positions;
+    at.scale = static_cast<float>(1.0 / std::sqrt(double(c_.head_dim)));
+    at.q = s.q;
+    at.out = s.out;
+    attention_prep(at, B, st.stream);
+    attention_decode(at, B, st.stream);
+    st.blas->linear(o_, s.out, B, residual, true);
+  }
+
+  void reset(const Rows&) override {}
+
+  size_t scratch_bytes() const override {
+    Carve c(nullptr);
+    layout(c);
+    return c.bytes();
+  }
+
+ private:
+  struct Scratch {
+    float *proj, *q;
+    bf16* out;
+  };
+  Scratch layout(Carve& c) const {
+    const int64_t S = sh_.slots, qd = c_.num_heads * c_.head_dim;
+    Scratch s;
+    s.proj = c.take<float>(S * qkv_.out);
+    s.q = c.take<float>(S * qd);
+    s.out = c.take<bf16>(S * qd);
+    return s;
+  }
+
+  AttentionConfig c_;
+  float eps_;
+  CudaShared& sh_;
+  DeviceLinear qkv_, o_;
+  float *q_norm_ = nullptr, *k_norm_ = nullptr, *inv_freq_ = nullptr;
+  bf16 *kcache_ = nullptr, *vcache_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<CudaMixer> make_cuda_attention(const Checkpoint& ck, const ModelConfig& cfg,
+                                               const std::string& prefix, CudaShared& sh) {
+  return std::make_unique<AttentionMixer>(ck, cfg, prefix, sh);
+}
+
+}  // namespace replayssm::engine::cuda

@@ -1,0 +1,332 @@
+// CudaModel: loading (the layer walk of model/layout.h, the weight loaders of model/weights.h),
+// slot resets and decode steps. A step copies the rows' slot ids and tokens into fixed device
+// buffers, then launches the step's CUDA graph for that batch size (captured on its second use;
+// the first runs eagerly) or enqueues the same work eagerly, and copies the logits back.
+#include "cuda/cuda_model.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "cuda/device.h"
+#include "cuda/launch_check.h"
+#include "cuda/mixers.h"
+#include "model/layout.h"
+#include "replayssm/engine/checkpoint.h"
+
+namespace replayssm::engine {
+namespace {
+
+using cuda::bf16;
+using cuda::check_cuda;
+
+/// The sizes the CUDA kernels run (their headers' contracts), checked before any upload.
+void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
+  check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
+                          ", expected <= 65535 (kernel batch limit)");
+  const auto moe = [](BlockKind k) { return k == BlockKind::kMoe; };
+  check<UnsupportedError>(std::none_of(cfg.layers.begin(), cfg.layers.end(), moe) &&
+                              std::none_of(cfg.qwen_mlp.begin(), cfg.qwen_mlp.end(), moe),
+                          "CUDA engine: MoE blocks are not built yet (run with --device cpu)");
+  for (const BlockKind k : cfg.layers) {
+    if (k == BlockKind::kMamba2) {
+      const Mamba2Config& m = cfg.mamba;
+      check<UnsupportedError>(m.d_state == 64 || m.d_state == 128, "CUDA engine: Mamba-2 d_state ",
+                              m.d_state, " is not supported by the CUDA kernels (64 or 128)");
+      check<UnsupportedError>(m.conv_kernel >= 1 && m.conv_kernel <= 8,
+                              "CUDA engine: conv_kernel ", m.conv_kernel, ", expected 1..8");
+      check<ConfigError>(m.norm_group_size > 0 && m.d_inner() % m.norm_group_size == 0,
+                         "gated norm group size ", m.norm_group_size, " does not divide d_inner ",
+                         m.d_inner());
+    }
+    if (k == BlockKind::kGdn) {
+      const GdnConfig& g = cfg.gdn;
+      check<UnsupportedError>(g.head_k_dim == 64 || g.head_k_dim == 128,
+                              "CUDA engine: GDN head_k_dim ", g.head_k_dim,
+                              " is not supported by the CUDA kernels (64 or 128)");
+      check<UnsupportedError>(g.conv_kernel >= 1 && g.conv_kernel <= 8,
+                              "CUDA engine: linear_conv_kernel_dim ", g.conv_kernel,
+                              ", expected 1..8");
+    }
+    if (k == BlockKind::kAttention) {
+      const AttentionConfig& a = cfg.attn;
+      check<UnsupportedError>(a.head_dim >= 1 && a.head_dim <= 256, "CUDA engine: head_dim ",
+                              a.head_dim, ", expected 1..256");
+      check<ConfigError>(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0,
+                         "num_key_value_heads ", a.num_kv_heads,
+                         " does not divide num_attention_heads ", a.num_heads);
+      check<ConfigError>(a.rotary_dim <= a.head_dim, "rotary dim ", a.rotary_dim,
+                         " exceeds head_dim ", a.head_dim);
+    }
+  }
+}
+
+/// A CUDA object released when the model goes (also when its constructor throws half-way).
+template <class T, cudaError_t (*Free)(T)>
+struct Owned {
+  T v{};
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() {
+    if (v) Free(v);
+  }
+};
+cudaError_t free_host(void* p) { return cudaFreeHost(p); }
+
+class CudaModel final : public Model {
+ public:
+  CudaModel(const std::string& dir, const ModelOptions& options);
+  ~CudaModel() override;
+  const ModelConfig& config() const override { return cfg_; }
+  const ModelOptions& options() const override { return opt_; }
+  void reset(std::span<const int32_t> slots) override;
+  void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+            std::span<float> logits) override;
+  int64_t position(int32_t slot) const override { return position_.at(slot); }
+
+ private:
+  struct Sublayer {
+    const float* norm = nullptr;
+    std::unique_ptr<cuda::CudaMixer> mixer;
+  };
+  void check_slots(std::span<const int32_t> slots) const;
+  /// The decode step of B rows whose slot ids and tokens are in io_ (ids, then tokens).
+  void enqueue(int64_t B);
+  cudaGraphExec_t graph_for(int64_t B);
+
+  ModelConfig cfg_;
+  ModelOptions opt_;
+  // Declared first, released last: the stream, pinned staging, device memory.
+  Owned<cudaStream_t, cudaStreamDestroy> stream_;
+  Owned<void*, free_host> io_host_, logits_host_;
+  cuda::DeviceArena arena_;
+  std::unique_ptr<cuda::Blas> blas_;
+  cuda::CudaShared sh_;
+  std::vector<Sublayer> sub_;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  std::set<int64_t> eager_once_;  ///< batch sizes stepped at least once
+  bf16* embed_ = nullptr;
+  const float* final_norm_ = nullptr;
+  cuda::DeviceLinear lm_head_;
+  float *hidden_ = nullptr, *logits_ = nullptr;
+  bf16* normed_ = nullptr;
+  char* scratch_ = nullptr;
+  int32_t *io_ = nullptr, *reset_ids_ = nullptr, *ones_ = nullptr, *positions_ = nullptr;
+  std::vector<int64_t> position_;
+};
+
+CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
+  check<UnsupportedError>(replayssm::cuda::device_count() > 0,
+                          "the CUDA engine needs a CUDA device (",
+                          replayssm::cuda::device_summary(), "): run with --device cpu");
+  const Checkpoint ck = Checkpoint::open(dir);
+  cfg_ = parse_config(ck.config());
+  check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
+  check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
+                     ", expected >= 1");
+  check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
+                     ", expected 1..64 (0: the dispatcher's choice)");
+  check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
+                          "' is not built yet (available: fp32)");
+  check_supported(cfg_, opt);
+  if (opt_.ring_L == 0) opt_.ring_L = auto_ring_length(cfg_, opt_.max_slots);
+  const ModelLayout layout = model_layout(ck, cfg_);
+
+  check_cuda(cudaStreamCreateWithFlags(&stream_.v, cudaStreamNonBlocking), "cudaStreamCreate");
+  blas_ = std::make_unique<cuda::Blas>(stream_.v, arena_);
+  const int64_t S = opt.max_slots, V = cfg_.vocab_size, H = cfg_.hidden_size;
+  sh_.mode = opt.ssm;
+  sh_.dt_floor = opt.dt_floor;
+  sh_.slots = S;
+  sh_.context = opt.max_context;
+  sh_.arena = &arena_;
+  sh_.cursors.config = RingConfig{opt_.ring_L, 1, RingMode::kDecode};
+  sh_.cursors.config.validate();
+  sh_.cursors.origin = cuda::device_view(arena_.alloc_n<int32_t>(S), DType::kI32, {S});
+  sh_.cursors.h = cuda::device_view(arena_.alloc_n<int32_t>(S), DType::kI32, {S});
+  sh_.cursors.is_flush = cuda::device_view(arena_.alloc_n<int8_t>(S), DType::kI8, {S});
+
+  embed_ = arena_.upload_bf16(ck.load(layout.embed, {V, H}));
+  for (const SublayerSpec& spec : layout.sub) {
+    Sublayer s;
+    s.norm = arena_.upload_f32(ck.load(spec.norm, {H}));
+    switch (spec.kind) {
+      case BlockKind::kMamba2: s.mixer = cuda::make_cuda_mamba2(ck, cfg_, spec.prefix, sh_); break;
+      case BlockKind::kGdn: s.mixer = cuda::make_cuda_gdn(ck, cfg_, spec.prefix, sh_); break;
+      case BlockKind::kAttention:
+        s.mixer = cuda::make_cuda_attention(ck, cfg_, spec.prefix, sh_);
+        break;
+      case BlockKind::kMlp: s.mixer = cuda::make_cuda_mlp(ck, cfg_, spec.prefix, sh_); break;
+      case BlockKind::kMoe: break;  // model_layout rejects MoE blocks
+    }
+    sub_.push_back(std::move(s));
+  }
+  final_norm_ = arena_.upload_f32(ck.load(layout.final_norm, {H}));
+  if (layout.lm_head.empty()) {
+    lm_head_ = cuda::DeviceLinear{embed_, nullptr, V, H};
+  } else {
+    cpu::Linear head;
+    head.out = V;
+    head.in = H;
+    head.w = ck.load(layout.lm_head, {V, H});
+    lm_head_ = arena_.upload_linear({&head});
+  }
+
+  size_t scratch = 0;
+  for (const Sublayer& s : sub_) scratch = std::max(scratch, s.mixer->scratch_bytes());
+  scratch_ = static_cast<char*>(arena_.alloc(scratch));
+  hidden_ = arena_.alloc_n<float>(S * H);
+  normed_ = arena_.alloc_n<bf16>(S * H);
+  logits_ = arena_.alloc_n<float>(S * V);
+  io_ = arena_.alloc_n<int32_t>(2 * S);
+  reset_ids_ = arena_.alloc_n<int32_t>(S);
+  positions_ = arena_.alloc_n<int32_t>(S);
+  ones_ = arena_.alloc_n<int32_t>(S);
+  const std::vector<int32_t> ones(static_cast<size_t>(S), 1);
+  check_cuda(cudaMemcpy(ones_, ones.data(), S * sizeof(int32_t), cudaMemcpyHostToDevice),
+             "cudaMemcpy (engine ones)");
+  check_cuda(cudaMallocHost(&io_host_.v, 2 * S * sizeof(int32_t)), "cudaMallocHost");
+  check_cuda(cudaMallocHost(&logits_host_.v, S * V * sizeof(float)), "cudaMallocHost");
+  position_.assign(S, 0);
+  // The arena's zero-fills run on the legacy default stream, which the model's non-blocking
+  // stream does not wait for.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (engine load)");
+  // Every slot starts fresh (cursors as reset_cursor(), not zeros).
+  std::vector<int32_t> all(static_cast<size_t>(S));
+  for (int32_t s = 0; s < S; ++s) all[s] = s;
+  reset(all);
+}
+
+CudaModel::~CudaModel() {
+  if (stream_.v) cudaStreamSynchronize(stream_.v);
+  for (auto& [B, g] : graphs_) cudaGraphExecDestroy(g);
+  blas_.reset();  // before the stream goes
+}
+
+void CudaModel::check_slots(std::span<const int32_t> slots) const {
+  std::set<int32_t> seen;
+  for (int32_t s : slots) {
+    check<SlotError>(s >= 0 && s < opt_.max_slots, "slot id ", s, " is outside [0, ",
+                     opt_.max_slots, ")");
+    check<SlotError>(seen.insert(s).second, "slot id ", s, " appears twice in one step");
+  }
+}
+
+void CudaModel::reset(std::span<const int32_t> slots) {
+  check_slots(slots);
+  const int64_t n = static_cast<int64_t>(slots.size());
+  if (n == 0) return;
+  cudaStream_t s = stream_.v;
+  auto* host = static_cast<int32_t*>(io_host_.v);
+  std::copy(slots.begin(), slots.end(), host);
+  check_cuda(cudaMemcpyAsync(reset_ids_, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+             "cudaMemcpyAsync (reset ids)");
+  Rows rows;
+  rows.slot_ids = cuda::device_view(reset_ids_, DType::kI32, {n});
+  rows.stream = s;
+  rows.check_device_ids = false;  // checked above, on the host
+  for (auto& sub : sub_) sub.mixer->reset(rows);
+  if (sh_.mode == SsmMode::kReplay) replayssm::reset(sh_.cursors, rows);
+  cuda::zero_slot_rows(positions_, sizeof(int32_t), reset_ids_, n,
+                       static_cast<int32_t>(opt_.max_slots), s);
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (reset)");
+  for (int32_t slot : slots) position_[slot] = 0;
+}
+
+void CudaModel::enqueue(int64_t B) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  cudaStream_t s = stream_.v;
+  const int32_t* ids = io_;
+  const int32_t* tokens = io_ + B;
+  cuda::DeviceStep st;
+  st.n = B;
+  st.rows.slot_ids = cuda::device_view(io_, DType::kI32, {B});
+  st.rows.stream = s;
+  st.rows.check_device_ids = false;  // checked on the host before the upload
+  st.slots = ids;
+  st.positions = positions_;
+  st.stream = s;
+  st.blas = blas_.get();
+  st.scratch = scratch_;
+  cuda::embed(embed_, tokens, B, H, V, hidden_, s);
+  for (auto& sub : sub_) {
+    cuda::rms_norm(hidden_, sub.norm, B, H, eps, cfg_.qwen_norm, normed_, s);
+    sub.mixer->forward(normed_, hidden_, st);
+  }
+  cuda::rms_norm(hidden_, final_norm_, B, H, eps, cfg_.qwen_norm, normed_, s);
+  blas_->linear(lm_head_, normed_, B, logits_, false);
+  if (sh_.mode == SsmMode::kReplay)
+    replayssm::commit(sh_.cursors, st.rows, cuda::device_view(ones_, DType::kI32, {B}));
+  cuda::advance_positions(positions_, ids, B, static_cast<int32_t>(opt_.max_slots), s);
+}
+
+cudaGraphExec_t CudaModel::graph_for(int64_t B) {
+  if (auto it = graphs_.find(B); it != graphs_.end()) return it->second;
+  cudaStream_t s = stream_.v;
+  check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+             "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    enqueue(B);
+  } catch (...) {
+    cudaStreamEndCapture(s, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(err, "cudaGraphInstantiate");
+  graphs_.emplace(B, exec);
+  return exec;
+}
+
+void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                     std::span<float> logits) {
+  const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
+  check<ShapeError>(tokens.size() == slots.size(), "step: ", tokens.size(), " tokens for ",
+                    slots.size(), " slots, expected one token per slot");
+  check<ShapeError>(int64_t(logits.size()) == B * V, "step: logits hold ", logits.size(),
+                    " floats, expected batch * vocab = ", B * V);
+  check_slots(slots);
+  for (int64_t b = 0; b < B; ++b) {
+    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
+                       V, ")");
+    check<SlotError>(position_[slots[b]] < opt_.max_context, "slot ", slots[b],
+                     " is full: context ", opt_.max_context, " tokens");
+  }
+  if (B == 0) return;
+
+  cudaStream_t s = stream_.v;
+  auto* host = static_cast<int32_t*>(io_host_.v);
+  std::copy(slots.begin(), slots.end(), host);
+  std::copy(tokens.begin(), tokens.end(), host + B);
+  check_cuda(cudaMemcpyAsync(io_, host, 2 * B * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+             "cudaMemcpyAsync (step rows)");
+  // The first step of a batch size runs eagerly (kernels load, cuBLAS and the SSM dispatchers
+  // settle), later ones replay its graph: the same work, so the same results.
+  if (opt_.cuda_graphs && !eager_once_.insert(B).second)
+    check_cuda(cudaGraphLaunch(graph_for(B), s), "cudaGraphLaunch");
+  else
+    enqueue(B);
+  check_cuda(cudaMemcpyAsync(logits_host_.v, logits_, B * V * sizeof(float),
+                             cudaMemcpyDeviceToHost, s),
+             "cudaMemcpyAsync (logits)");
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (step)");
+  std::memcpy(logits.data(), logits_host_.v, B * V * sizeof(float));
+  for (int32_t slot : slots) ++position_[slot];
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_cuda_model(const std::string& dir, const ModelOptions& options) {
+  return std::make_unique<CudaModel>(dir, options);
+}
+}  // namespace replayssm::engine
