@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# README command one: set up, build, and run the main job (extra arguments go to `replayssm demo`).
+# README command one: set up, build, and run the main job — the bundled byte-level Nemotron-H model
+# (models/nemotron-h-tiny, trained by scripts/train_models.py) generates text from a prompt with
+# ReplaySSM decoding, on CUDA when a GPU is present and on the CPU otherwise, then decodes again
+# conventionally and reports whether the tokens agree. Extra arguments go to `replayssm generate`
+# (e.g. --model models/qwen3-next-tiny, --prompt "...", -n 400, --temperature 0.8).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
-exec "${RSSM_BUILD_DIR:-$root/build}/apps/replayssm" demo "$@"
+source "$root/scripts/env.sh"
+exec "${RSSM_BUILD_DIR:-$root/build}/apps/replayssm" generate --model "$root/models/nemotron-h-tiny" \
+  --prompt "It was a dark and stormy night; the rain fell in torrents, and" \
+  --max-new-tokens 300 --ring 16 --compare "$@"

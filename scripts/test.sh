@@ -4,6 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
+source "$root/scripts/env.sh"
 build=${RSSM_BUILD_DIR:-$root/build}
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 1200 "$@" || status=$?
