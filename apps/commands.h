@@ -12,7 +12,9 @@ void add_demo(CLI::App& app, Action& action);
 void add_info(CLI::App& app, Action& action);
 /// generate: decode prompts with a checkpoint (engine/).
 void add_generate(CLI::App& app, Action& action);
-/// bench, eval: announced but not built yet (they say so and exit with status 2).
+/// eval: teacher-forced KL, top-1 agreement and bits per byte of state modes over a text.
+void add_eval(CLI::App& app, Action& action);
+/// bench: announced but not built yet (it says so and exits with status 2).
 void add_planned(CLI::App& app, Action& action);
 
 }  // namespace replayssm::cli

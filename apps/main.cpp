@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   replayssm::cli::add_demo(app, action);
   replayssm::cli::add_info(app, action);
   replayssm::cli::add_generate(app, action);
+  replayssm::cli::add_eval(app, action);
   replayssm::cli::add_planned(app, action);
   try {
     app.parse(argc, argv);

@@ -22,7 +22,6 @@ void add_one(CLI::App& app, Action& action, const char* name, const char* what) 
 
 void add_planned(CLI::App& app, Action& action) {
   add_one(app, action, "bench", "benchmark kernels, decode steps and speculative decoding");
-  add_one(app, action, "eval", "teacher-forced KL of low-precision state modes over a text");
 }
 
 }  // namespace replayssm::cli

@@ -1,0 +1,152 @@
+// `replayssm eval`: teacher-forced accuracy of SSM state modes over a text (issue 10). The text's
+// bytes are split into windows decoded as one batch; each --state mode runs as a candidate next to
+// the conventional fp32 reference, and KL, top-1 agreement and bits per byte are reported per
+// position bucket (engine/include/replayssm/engine/eval.h), as a table and as JSON.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "cuda/device.h"
+#include "eval_report.h"
+#include "progress.h"
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
+#include "replayssm/engine/eval.h"
+#include "replayssm/engine/tokenizer.h"
+#include "replayssm/errors.h"
+
+namespace replayssm::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model, text, device = "auto", ssm = "replay", json_out, commit;
+  std::vector<std::string> states = {"fp32"};
+  std::vector<int64_t> buckets = engine::default_bucket_edges();
+  int64_t tokens = 0;
+  int64_t windows = 1;
+  int ring = 16;
+};
+
+/// The commit of the working directory's git checkout, or "unknown".
+std::string git_commit() {
+  std::string out;
+  if (FILE* p = popen("git rev-parse HEAD 2>/dev/null", "r")) {
+    char buf[64];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.size() == 40 ? out : "unknown";
+}
+
+/// The engine's spelling of a state mode: "fp32/fp32" is the engine's "fp32"; others as given.
+std::string engine_state(const std::string& mode) { return mode == "fp32/fp32" ? "fp32" : mode; }
+
+/// The text's bytes as tokens, the first --tokens of them; file_bytes gets the file's size.
+std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
+  std::ifstream f(a.text, std::ios::binary);
+  check<ConfigError>(f.good(), "--text: cannot read '", a.text, "'");
+  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  file_bytes = int64_t(s.size());
+  check<ConfigError>(a.tokens <= int64_t(s.size()), "--tokens ", a.tokens, ": '", a.text,
+                     "' has only ", s.size(), " bytes");
+  return engine::byte_encode(a.tokens > 0 ? s.substr(0, size_t(a.tokens)) : s);
+}
+
+int run_eval(const EvalArgs& args) {
+  EvalArgs a = args;
+  if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  check<ConfigError>(
+      engine::parse_config(engine::Checkpoint::open(a.model).config()).vocab_size == 256,
+      "--model: '", a.model, "' is not a byte-level model (vocab 256); eval reads text as bytes "
+      "(no tokenizer.json reader yet)");
+  int64_t file_bytes = 0;
+  const std::vector<int32_t> tokens = read_text(a, file_bytes);
+
+  engine::EvalConfig ref;
+  ref.label = "fp32/fp32";
+  ref.options.ssm = engine::SsmMode::kConventional;
+  ref.options.state = "fp32";
+  ref.options.cuda = a.device == "cuda";
+  std::vector<engine::EvalConfig> cands;
+  for (const std::string& mode : a.states) {
+    check<ConfigError>(!mode.empty(), "--state: empty mode name");
+    engine::EvalConfig c = ref;
+    c.label = state_label(engine_state(mode));
+    for (const auto& other : cands)
+      check<ConfigError>(other.label != c.label, "--state: '", c.label, "' given twice");
+    c.options.ssm = a.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+    c.options.ring_L = a.ring;
+    c.options.state = engine_state(mode);
+    cands.push_back(c);
+  }
+  engine::EvalOptions eo;
+  eo.windows = a.windows;
+  eo.bucket_edges = a.buckets;
+
+  const int64_t steps = a.windows >= 1 ? int64_t(tokens.size()) / a.windows - 1 : 0;
+  Progress bar(fmt::format("eval ({} windows)", a.windows), long(std::max<int64_t>(steps, 0)));
+  const engine::EvalResult r = engine::evaluate(a.model, tokens, ref, cands, eo,
+                                                [&](int64_t, int64_t) { bar.tick(); });
+  bar.done();
+
+  const EvalRunInfo info{a.model, a.text, a.device, a.commit.empty() ? git_commit() : a.commit,
+                         file_bytes, a.buckets};
+  print_eval_table(info, r);
+  if (!a.json_out.empty()) {
+    const std::filesystem::path path(a.json_out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream f(path);
+    check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
+    f << eval_json(info, r).dump(2) << "\n";
+    fmt::print("wrote {}\n", a.json_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_eval(CLI::App& app, Action& action) {
+  auto* a = new EvalArgs;  // lives as long as the app (the process)
+  auto* sub = app.add_subcommand(
+      "eval", "teacher-forced KL, top-1 agreement and bits per byte of SSM state modes over a "
+              "text, against the conventional fp32 reference");
+  sub->add_option("--model", a->model, "checkpoint directory (config.json + *.safetensors), "
+                                       "byte-level vocabulary")
+      ->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--text", a->text, "text file (its bytes are the tokens)")
+      ->required()->check(CLI::ExistingFile);
+  sub->add_option("--tokens", a->tokens, "use the first N bytes of the text (0 = all)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  sub->add_option("--windows", a->windows,
+                  "W: split the text into W consecutive windows decoded as one batch")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--state", a->states,
+                  "state modes to evaluate, comma-separated (recurrence/read names; fp32 = "
+                  "fp32/fp32)")
+      ->delimiter(',');
+  sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: replay or conventional "
+                                   "(the reference is always conventional fp32)")
+      ->check(CLI::IsMember({"conventional", "replay"}));
+  sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
+                                        "choice)")
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"kl\")");
+  sub->add_option("--buckets", a->buckets,
+                  "upper edges of the position buckets, comma-separated and increasing "
+                  "(default 1024,4096,16384,65536,131072; positions past the last form one more)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
+                                         "HEAD in the working directory)");
+  sub->callback([&action, a] { action = [a] { return run_eval(*a); }; });
+}
+
+}  // namespace replayssm::cli
