@@ -12,14 +12,17 @@
 //    1.8e-2 (Nemotron-H) / 2.8e-2 (Qwen3-Next) of max |logit|, RMS 6.7e-3 / 8.1e-3 of the RMS
 //    logit (random weights on 64-wide layers are that sensitive); the bf16 activations add a
 //    comparable, independent part. Bounds, about twice that: max |diff| <= 8e-2 max |logit| per
-//    step and RMS <= 2.5e-2. A wrong gate, norm offset, RoPE, projection order or state update
-//    moves the logits by O(max |logit|) (RMS ratio ~1).
+//    step and RMS <= 2.5e-2 (H200, 510becd: max 1.9e-2 / 4.0e-2, RMS 8.8e-3 / 1.1e-2). A wrong
+//    gate, norm offset, RoPE, projection order or state update moves the logits by O(max |logit|)
+//    (RMS ratio ~1).
 //  * CUDA replay vs CUDA conventional: the same GEMMs; the SSM ops differ only in fp32 summation
 //    order (~1e-7 relative), which can flip the bf16 rounding of a downstream activation (2^-9 of
-//    that element) and then propagate through the recurrences. Bound: max |diff| <= 1e-2 max
-//    |logit| over 300 steps (bit for bit is reported when it happens); a missed flush or a wrong
-//    record moves the logits by O(max |logit|). The same bound holds a row decoded alone against
-//    the same row in a batch (cuBLAS picks other kernels for another batch size).
+//    that element) and then propagate through the recurrences, more so the longer the window
+//    (H200, 510becd: 8.7e-4 .. 3.4e-3 for Nemotron-H, 3.1e-3 .. 6.2e-3 for Qwen3-Next at L = 3 ..
+//    64; L = 1 runs the conventional kernel, bit for bit). Bound: max |diff| <= 2e-2 max |logit|
+//    over 300 steps; a missed flush or a wrong record moves the logits by O(max |logit|). A row
+//    decoded alone against the same row in a batch gets the same bound (cuBLAS may pick other
+//    kernels for another batch size; on the H200 the rows came out bit for bit).
 //  * Graph vs eager: the same kernels with the same arguments: bit for bit.
 #include <gtest/gtest.h>
 
@@ -177,9 +180,9 @@ TEST_P(EngineCuda, LogitsMatchCpuEngine) {
 
 // Teacher-forced: the CPU engine decodes greedily; the CUDA engine is fed the same tokens and its
 // greedy pick must agree at every step except near-ties, where the CPU's top-2 margin is within
-// twice the documented logit bound (random weights make such ties common enough that a
-// free-running comparison would diverge for reasons of rounding, not of state; the free-running
-// agreement is printed).
+// twice the documented logit bound, and those at most 1 in 10 (H200, 510becd: 2 and 3 of 100).
+// Random weights make such ties common enough that a free-running comparison diverges for
+// reasons of rounding, not of state (there: after 33 and 13 tokens), so it is only printed.
 TEST_P(EngineCuda, GreedyTokensMatchCpuEngine) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
   Opt o;
@@ -254,7 +257,7 @@ TEST_P(EngineCuda, ReplayMatchesConventionalAcrossFlushes) {
     std::printf("[%s] CUDA replay (L = %d) vs conventional over 300 steps: max |diff| / max "
                 "|logit| = %.2e%s\n",
                 GetParam().c_str(), L, worst / scale, exact ? " (bit for bit)" : "");
-    EXPECT_LE(worst, 1e-2 * scale) << "L = " << L;
+    EXPECT_LE(worst, 2e-2 * scale) << "L = " << L;
   }
 }
 
@@ -333,7 +336,7 @@ TEST_P(EngineCuda, SlotReuseAndRowsIndependentOfBatch) {
   }
   std::printf("[%s] row alone vs in a batch of 3: max |diff| / max |logit| = %.2e\n",
               GetParam().c_str(), worst / scale);
-  EXPECT_LE(worst, 1e-2 * scale);
+  EXPECT_LE(worst, 2e-2 * scale);
 }
 
 TEST_P(EngineCuda, BadInputRaisesAndChangesNothing) {
