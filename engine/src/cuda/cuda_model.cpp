@@ -161,7 +161,7 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
         s.mixer = cuda::make_cuda_attention(ck, cfg_, spec.prefix, sh_);
         break;
       case BlockKind::kMlp: s.mixer = cuda::make_cuda_mlp(ck, cfg_, spec.prefix, sh_); break;
-      case BlockKind::kMoe: break;  // model_layout rejects MoE blocks
+      case BlockKind::kMoe: break;  // check_supported rejects MoE blocks
     }
     sub_.push_back(std::move(s));
   }
