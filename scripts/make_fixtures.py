@@ -103,15 +103,20 @@ def code_path(model, kernels: dict) -> dict:
 def decode_consistency(model, ids: torch.Tensor, logits_tf: torch.Tensor, prefill: int) -> dict:
     """Prefill `prefill` tokens with a cache, then feed the rest one token at a time through HF's
     recurrent (decode) path and compare with the teacher-forced logits."""
+    # The cache argument (and output field) is `cache` from transformers 5.18 on, `past_key_values` /
+    # `cache_params` (Mamba2) before; an unknown keyword would be swallowed by **kwargs and silently
+    # drop the cache, so take the name from the signature.
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    kw = next(k for k in ("cache", "past_key_values", "cache_params") if k in params)
     out = model(input_ids=ids[:, :prefill], use_cache=True)
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    cache = getattr(out, kw)
+    assert cache is not None
     diffs = [(out.logits[0, -1].float() - logits_tf[prefill - 1]).abs().max().item()]
     for t in range(prefill, ids.shape[1]):
-        try:
-            out = model(input_ids=ids[:, t : t + 1], cache=cache, use_cache=True)
-        except TypeError:
-            out = model(input_ids=ids[:, t : t + 1], past_key_values=cache, use_cache=True)
-        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        out = model(input_ids=ids[:, t : t + 1], use_cache=True, **{kw: cache})
+        cache = getattr(out, kw)
         diffs.append((out.logits[0, -1].float() - logits_tf[t]).abs().max().item())
     return {"prefill_tokens": prefill, "decode_steps": ids.shape[1] - prefill,
             "max_abs_diff": max(diffs), "max_abs_logit": logits_tf.abs().max().item(),

@@ -332,6 +332,19 @@ def lr_at(step, total, warmup, peak, floor):
     return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * t))
 
 
+def fixed_steps_command(args, name: str, steps: int) -> str:
+    """The command that replays this run's schedule (same step count, warm-up, data order, seed)."""
+    cmd = [f"python3 scripts/train_models.py --model {name} --steps {steps}"]
+    for flag, val, default in (("--batch", args.batch, 32), ("--seq-len", args.seq_len, 1024), ("--lr", args.lr, 2e-3),
+                               ("--warmup", args.warmup, 150), ("--seed", args.seed, 1234),
+                               ("--holdout", args.holdout, "frankenstein.txt")):
+        if val != default:
+            cmd.append(f"{flag} {val:g}" if isinstance(val, float) else f"{flag} {val}")
+    if name == "nemotron-h-tiny" and not args.fast_ssd:
+        cmd.append("--no-fast-ssd")
+    return " ".join(cmd)
+
+
 def git_commit() -> str:
     if os.environ.get("REPLAYSSM_GIT_COMMIT"):
         return os.environ["REPLAYSSM_GIT_COMMIT"]
@@ -391,7 +404,7 @@ def train_one(args, name: str) -> dict:
 
     curve = []
     total_steps = args.steps if args.steps else 10**9
-    warmup = min(args.warmup, max(1, total_steps // 10)) if args.steps else args.warmup
+    warmup = min(args.warmup, max(1, total_steps // 4)) if args.steps else args.warmup
     eval_every = args.eval_every if args.eval_every else (max(1, total_steps // 25) if args.steps else 50)
     calib_at = args.calibrate_steps
     t_start = time.time()
@@ -514,6 +527,7 @@ def train_one(args, name: str) -> dict:
         "grad_clip": args.grad_clip,
         "seed": args.seed,
         "concurrent_with_other_model": bool(os.environ.get("REPLAYSSM_CMD")),
+        "curve_eval_windows": len(eval_starts_small),
         "fast_ssd_in_training": fast.enabled,
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"),
         "torch": torch.__version__,
@@ -521,7 +535,7 @@ def train_one(args, name: str) -> dict:
         "python": platform.python_version(),
         "kernel_packages_present": kernel_pkgs,
         "git_commit": git_commit(),
-        "command": args.card_command,
+        "command": fixed_steps_command(args, name, steps_done),
         "command_as_run": args.command_line,
         "samples": samples,
     }
@@ -605,7 +619,7 @@ def write_card(out_dir: Path, r: dict, cfg):
 | norms | RMSNorm eps {cfg.layer_norm_epsilon}; Mamba gated RMSNorm per group of {cfg.mamba_num_heads * cfg.mamba_head_dim // cfg.n_groups} channels (d_inner / n_groups), gate `y * silu(z)` before the norm |
 | tie_word_embeddings | {cfg.tie_word_embeddings} |
 
-**dt clamp.** In transformers {r['transformers']} (the version that trained it; the same in 5.17.0 and 5.24.0) the torch path of
+**dt clamp.** In transformers {r['transformers']} (the version that trained it; the code is the same in 5.17.0 and 5.24.0) the torch path of
 `NemotronHMamba2Mixer` sets `self.time_step_limit = (config.time_step_min, inf)` and ignores
 `config.time_step_limit`: its chunked path (prefill / teacher-forced forward, `mamba2_chunk_scan`) clamps
 `dt = clamp(softplus(dt_raw + dt_bias), min=time_step_min)`, while its one-token recurrent path
@@ -631,7 +645,15 @@ Every MLP is a dense SwiGLU (`num_experts` = 0, `mlp_only_layers` = all layers):
 | norms | Qwen-style RMSNorm `x * rsqrt(mean(x^2) + eps) * (1 + w)` in fp32, eps {cfg.rms_norm_eps}; GDN output norm is a plain-weight gated RMSNorm per value head (norm, then `* silu(z)`) |
 | tie_word_embeddings | {cfg.tie_word_embeddings} |
 """
+    curve = json.loads((out_dir / "curve.json").read_text())["points"]
+    b = min(curve[1:] or curve, key=lambda c: c["heldout_bpb"])
+    last = curve[-1]
+    best = {"n": r.get("curve_eval_windows", 48), "bpb": b["heldout_bpb"], "step": b["step"], "note": ""}
+    if last["heldout_bpb"] - b["heldout_bpb"] > 0.02:
+        best["note"] = (f" (it ends at {last['heldout_bpb']:.4f}: the model over-fits the "
+                        f"{r['train_bytes'] / 1e6:.1f} MB training text, seen {r['tokens_seen'] / r['train_bytes']:.1f} times)")
     fast_note = ""
+    note = ("\n\n" + r["note"]) if r.get("note") else ""
     if r.get("fast_ssd_in_training"):
         fast_note = ("\nFor speed the training loop replaced HF's torch `mamba2_chunk_scan` (whose transformers 5.17 form "
                      "materialises [batch, chunk, l, s, heads, state] products) by `ssd_chunk_scan_fp32` in "
@@ -666,7 +688,7 @@ lines). **Held out: `{r['heldout_book']}`** ({r['heldout_bytes']:,} bytes), neve
 weight decay {r['weight_decay']} on matrices), peak lr {r['lr']:g}, {r['warmup']} warm-up steps, cosine decay to
 {r['min_lr_ratio']:g} x peak, gradient clip {r['grad_clip']}, bf16 autocast with fp32 master weights, seed {r['seed']}.
 Software: torch {r['torch']}, transformers {r['transformers']}, Python {r['python']}; optional kernel packages
-present: {r['kernel_packages_present']} (all absent means the HF torch fallback paths were used).{fast_note}
+present: {r['kernel_packages_present']} (all absent means the HF torch fallback paths were used).{fast_note}{note}
 
 ## Held-out result
 
@@ -679,8 +701,9 @@ bytes (each byte predicted once, with 0 to {r['seq_len'] - 1} bytes of context):
 | saved bf16 weights upcast, fp32 compute | {r['heldout_bpb_fp32']:.4f} |
 | fp32 master weights, bf16 autocast (end of training) | {r['heldout_bpb_autocast_master']:.4f} |
 
-Training curve: `curve.json` (step, train loss, held-out bits per byte on a subset of windows) and
-`curve.png`.
+Training curve: `curve.json` (step, train loss, held-out bits per byte on {best['n']} evenly spaced windows
+of the held-out book) and `curve.png`. Lowest held-out value on the curve: {best['bpb']:.4f} at step
+{best['step']} of {r['steps']}{best['note']}.
 
 ## Samples
 
@@ -696,10 +719,12 @@ From the repository root, on a machine with a CUDA GPU, torch and transformers:
 {r['command']}
 ```
 
-(`--model all` trains both bundled models as two concurrent processes on one GPU; `--data-dir` defaults
-to `../shared/data/books` and `--out` to `models/`. This run was `{r['command_as_run']}`.) Step count follows
-the measured step time, so a rerun on other hardware trains for a different number of steps.
-Recorded at commit `{r['git_commit']}`.
+This replays the run's schedule: the same step count, warm-up, learning rates, data order and seed (GPU
+arithmetic is not bit-reproducible, so expect close, not identical, weights). `--data-dir` defaults to
+`../shared/data/books` and `--out` to `models/`. The run itself was
+`{r['command_as_run']}` at commit `{r['git_commit']}`: without `--steps` the script fits the step count
+to `--time-budget` seconds from the measured step time, and `--model all` trains both bundled models as
+two concurrent processes on one GPU.
 
 ## Loading
 
