@@ -16,8 +16,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   if (options.cuda) return make_cuda_model(dir, options);
 #else
   check<UnsupportedError>(!options.cuda,
-                          "this build has no CUDA backend (nvcc was not found at configure "
-                          "time): run generate with --device cpu");
+                          "this build has no CUDA backend (configured without nvcc, or with "
+                          "-DRSSM_CUDA=OFF): run generate with --device cpu");
 #endif
   return std::make_unique<CpuModel>(dir, options);
 }
