@@ -72,6 +72,7 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
 struct Run {
   std::vector<engine::Completion> out;
   engine::ServeStats stats;
+  int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
 
 Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<engine::Request>& reqs,
@@ -88,6 +89,7 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   auto model = engine::Model::load(o.model, mo);
   engine::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   Run r;
+  r.ring = model->options().ring_L;
   Progress bar(fmt::format("decoding ({})", engine::ssm_mode_name(mode)), long(reqs.size()));
   auto on_token = [&](size_t, int32_t t) {
     if (!stream) return;
@@ -146,7 +148,7 @@ int generate(const GenerateOptions& o) {
              "(device {}, ssm {}, L {}, batch {})\n",
              opt.model, reqs.size(), s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
              double(s.prompt_tokens + s.generated_tokens) / std::max(s.seconds, 1e-9), opt.device,
-             opt.ssm, opt.ring, opt.batch > 0 ? opt.batch : int(std::min<size_t>(reqs.size(), 8)));
+             opt.ssm, main_run.ring, opt.batch > 0 ? opt.batch : int(std::min<size_t>(reqs.size(), 8)));
   if (!opt.compare) return 0;
 
   const auto other = mode == engine::SsmMode::kReplay ? engine::SsmMode::kConventional
@@ -167,7 +169,7 @@ int generate(const GenerateOptions& o) {
   }
   fmt::print("compare: conventional {:.1f} tokens/s, ReplaySSM (L {}) {:.1f} tokens/s; ",
              double(conv.stats.prompt_tokens + conv.stats.generated_tokens) / conv.stats.seconds,
-             opt.ring,
+             rep.ring,
              double(rep.stats.prompt_tokens + rep.stats.generated_tokens) / rep.stats.seconds);
   if (diverged == 0)
     fmt::print("conventional and ReplaySSM decoding agree on all {} generated tokens\n",
@@ -194,7 +196,8 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--ssm", o->ssm, "SSM decoding: conventional or replay")
       ->check(CLI::IsMember({"conventional", "replay"}));
-  sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64)")->check(CLI::Range(1, 64));
+  sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
+      ->check(CLI::Range(0, 64));
   sub->add_option("--state", o->state, "SSM state mode (recurrence/read)");
   sub->add_option("--batch", o->batch, "requests decoded at once (default: min(requests, 8))")
       ->check(CLI::Range(1, 4096));
