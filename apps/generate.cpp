@@ -3,6 +3,7 @@
 // ReplaySSM decoding side by side and reporting the first position where they diverge.
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -107,6 +108,29 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   return r;
 }
 
+/// Where free-running conventional and ReplaySSM decoding pick different greedy tokens a and b
+/// after the same prefix: the two tokens' logit gap in the conventional model, fed the prompt and
+/// the shared prefix teacher-forced, relative to the largest |logit| there. A gap within the
+/// engine's rounding (a near-tie) explains the split; a larger one is a real divergence.
+double relative_gap(const GenerateOptions& o, const std::vector<int32_t>& prompt,
+                    const std::vector<int32_t>& prefix, int32_t a, int32_t b) {
+  engine::ModelOptions mo;
+  mo.cuda = o.device == "cuda";
+  mo.ssm = engine::SsmMode::kConventional;
+  mo.max_slots = 1;
+  mo.max_context = static_cast<int32_t>(prompt.size() + prefix.size());
+  mo.dt_floor = o.dt_floor;
+  auto m = engine::Model::load(o.model, mo);
+  m->reset(std::vector<int32_t>{0});
+  std::vector<float> logits(m->config().vocab_size);
+  std::vector<int32_t> feed = prompt;
+  feed.insert(feed.end(), prefix.begin(), prefix.end());
+  for (int32_t t : feed) m->step(std::vector<int32_t>{t}, std::vector<int32_t>{0}, logits);
+  float scale = 0;
+  for (float v : logits) scale = std::max(scale, std::fabs(v));
+  return std::fabs(logits[a] - logits[b]) / std::max(scale, 1e-30f);
+}
+
 int generate(const GenerateOptions& o) {
   GenerateOptions opt = o;
   // auto: the CUDA engine when a CUDA device is present and the engine runs the checkpoint there
@@ -156,24 +180,43 @@ int generate(const GenerateOptions& o) {
   Run cmp = run_once(opt, other, reqs, bytes, false);
   const auto& conv = mode == engine::SsmMode::kReplay ? cmp : main_run;
   const auto& rep = mode == engine::SsmMode::kReplay ? main_run : cmp;
-  size_t diverged = 0;
+  // The CPU engine computes in float32: the two modes differ by summation order only (~1e-6 of
+  // the logits). The CUDA engine rounds activations to bf16 before its GEMMs, which turns those
+  // differences into ~1e-3-1e-2 of the logits (6.2e-3 measured, tests/engine/test_model_cuda.cpp).
+  const double tie = opt.device == "cuda" ? 2e-2 : 1e-4;
+  size_t diverged = 0, ties = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& a = conv.out[i].tokens;
     const auto& b = rep.out[i].tokens;
     size_t p = 0;
     while (p < a.size() && p < b.size() && a[p] == b[p]) ++p;
-    if (p < a.size() || p < b.size()) {
-      ++diverged;
+    if (p == a.size() && p == b.size()) continue;
+    if (opt.temperature == 0 && p < a.size() && p < b.size()) {
+      const double gap = relative_gap(opt, reqs[i].prompt, {a.begin(), a.begin() + p}, a[p], b[p]);
+      if (gap <= tie) {
+        ++ties;
+        fmt::print("request {}: conventional and ReplaySSM split at generated token {} on a near-tie "
+                   "(logit gap {:.1e} of the largest logit, within rounding {:.0e})\n",
+                   i, p, gap, tie);
+        continue;
+      }
+      fmt::print("request {}: conventional and ReplaySSM diverge at generated token {} (logit gap "
+                 "{:.1e} of the largest logit, beyond rounding {:.0e})\n", i, p, gap, tie);
+    } else {
       fmt::print("request {}: conventional and ReplaySSM diverge at generated token {}\n", i, p);
     }
+    ++diverged;
   }
   fmt::print("compare: conventional {:.1f} tokens/s, ReplaySSM (L {}) {:.1f} tokens/s; ",
              double(conv.stats.prompt_tokens + conv.stats.generated_tokens) / conv.stats.seconds,
              rep.ring,
              double(rep.stats.prompt_tokens + rep.stats.generated_tokens) / rep.stats.seconds);
-  if (diverged == 0)
+  if (diverged == 0 && ties == 0)
     fmt::print("conventional and ReplaySSM decoding agree on all {} generated tokens\n",
                conv.stats.generated_tokens);
+  else if (diverged == 0)
+    fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
+               "rounding\n", ties);
   else
     fmt::print("{} of {} requests diverge\n", diverged, reqs.size());
   return diverged == 0 ? 0 : 3;
