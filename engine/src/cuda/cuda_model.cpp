@@ -14,6 +14,7 @@
 #include "cuda/device.h"
 #include "cuda/launch_check.h"
 #include "cuda/mixers.h"
+#include "model/checks.h"
 #include "model/layout.h"
 #include "replayssm/engine/checkpoint.h"
 
@@ -93,7 +94,6 @@ class CudaModel final : public Model {
     const float* norm = nullptr;
     std::unique_ptr<cuda::CudaMixer> mixer;
   };
-  void check_slots(std::span<const int32_t> slots) const;
   /// The decode step of B rows whose slot ids and tokens are in io_ (ids, then tokens).
   void enqueue(int64_t B);
   cudaGraphExec_t graph_for(int64_t B);
@@ -125,15 +125,8 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
                           replayssm::cuda::device_summary(), "): run with --device cpu");
   const Checkpoint ck = Checkpoint::open(dir);
   cfg_ = parse_config(ck.config());
-  check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
-  check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
-                     ", expected >= 1");
-  check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
-                     ", expected 1..64 (0: the dispatcher's choice)");
-  check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
-                          "' is not built yet (available: fp32)");
-  check_supported(cfg_, opt);
-  if (opt_.ring_L == 0) opt_.ring_L = auto_ring_length(cfg_, opt_.max_slots);
+  opt_ = resolve_options(cfg_, opt);
+  check_supported(cfg_, opt_);
   const ModelLayout layout = model_layout(ck, cfg_);
 
   check_cuda(cudaStreamCreateWithFlags(&stream_.v, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -207,17 +200,8 @@ CudaModel::~CudaModel() {
   blas_.reset();  // before the stream goes
 }
 
-void CudaModel::check_slots(std::span<const int32_t> slots) const {
-  std::set<int32_t> seen;
-  for (int32_t s : slots) {
-    check<SlotError>(s >= 0 && s < opt_.max_slots, "slot id ", s, " is outside [0, ",
-                     opt_.max_slots, ")");
-    check<SlotError>(seen.insert(s).second, "slot id ", s, " appears twice in one step");
-  }
-}
-
 void CudaModel::reset(std::span<const int32_t> slots) {
-  check_slots(slots);
+  check_slot_ids(slots, opt_.max_slots);
   const int64_t n = static_cast<int64_t>(slots.size());
   if (n == 0) return;
   cudaStream_t s = stream_.v;
@@ -291,17 +275,7 @@ cudaGraphExec_t CudaModel::graph_for(int64_t B) {
 void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                      std::span<float> logits) {
   const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
-  check<ShapeError>(tokens.size() == slots.size(), "step: ", tokens.size(), " tokens for ",
-                    slots.size(), " slots, expected one token per slot");
-  check<ShapeError>(int64_t(logits.size()) == B * V, "step: logits hold ", logits.size(),
-                    " floats, expected batch * vocab = ", B * V);
-  check_slots(slots);
-  for (int64_t b = 0; b < B; ++b) {
-    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
-                       V, ")");
-    check<SlotError>(position_[slots[b]] < opt_.max_context, "slot ", slots[b],
-                     " is full: context ", opt_.max_context, " tokens");
-  }
+  check_step(cfg_, opt_, position_, tokens, slots, logits);
   if (B == 0) return;
 
   cudaStream_t s = stream_.v;

@@ -3,39 +3,21 @@
 // Qwen3.5: h += mixer(input_layernorm(h)); h += mlp(post_attention_layernorm(h)).
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "cpu/ops.h"
+#include "model/checks.h"
 #include "model/cpu_model.h"
 #include "model/layout.h"
 #include "model/moe.h"
 #include "model/weights.h"
-#include "replayssm/dispatch.h"
 #include "replayssm/engine/checkpoint.h"
 
 namespace replayssm::engine {
 
-int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
-  int32_t L = 16;
-  for (BlockKind k : cfg.layers) {
-    if (k == BlockKind::kMamba2) L = std::min(L, recommended_ring_length(SsmFamily::kMamba2, batch, 16));
-    if (k == BlockKind::kGdn) L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16));
-  }
-  return L;
-}
-
 CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
   const Checkpoint ck = Checkpoint::open(dir);
   cfg_ = parse_config(ck.config());
-  check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
-  check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
-                     ", expected >= 1");
-  check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
-                     ", expected 1..64 (0: the dispatcher's choice)");
-  check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
-                          "' is not built yet (available: fp32)");
-
-  if (opt_.ring_L == 0) opt_.ring_L = auto_ring_length(cfg_, opt_.max_slots);
+  opt_ = resolve_options(cfg_, opt);
   ssm_.mode = opt.ssm;
   ssm_.dt_floor = opt.dt_floor;
   const int64_t S = opt.max_slots;
@@ -71,17 +53,8 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
   lm_head_.w = layout.lm_head.empty() ? embed_ : ck.load(layout.lm_head, {V, H});
 }
 
-void CpuModel::check_slots(std::span<const int32_t> slots) const {
-  std::set<int32_t> seen;
-  for (int32_t s : slots) {
-    check<SlotError>(s >= 0 && s < opt_.max_slots, "slot id ", s, " is outside [0, ",
-                     opt_.max_slots, ")");
-    check<SlotError>(seen.insert(s).second, "slot id ", s, " appears twice in one step");
-  }
-}
-
 void CpuModel::reset(std::span<const int32_t> slots) {
-  check_slots(slots);
+  check_slot_ids(slots, opt_.max_slots);
   if (slots.empty()) return;
   std::vector<int32_t> ids(slots.begin(), slots.end());
   Rows rows;
@@ -94,18 +67,7 @@ void CpuModel::reset(std::span<const int32_t> slots) {
 void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                     std::span<float> logits) {
   const int64_t B = static_cast<int64_t>(slots.size()), H = cfg_.hidden_size;
-  const int64_t V = cfg_.vocab_size;
-  check<ShapeError>(tokens.size() == slots.size(), "step: ", tokens.size(), " tokens for ",
-                    slots.size(), " slots, expected one token per slot");
-  check<ShapeError>(int64_t(logits.size()) == B * V, "step: logits hold ", logits.size(),
-                    " floats, expected batch * vocab = ", B * V);
-  check_slots(slots);
-  for (int64_t b = 0; b < B; ++b) {
-    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
-                       V, ")");
-    check<SlotError>(position_[slots[b]] < opt_.max_context, "slot ", slots[b],
-                     " is full: context ", opt_.max_context, " tokens");
-  }
+  check_step(cfg_, opt_, position_, tokens, slots, logits);
   if (B == 0) return;
 
   slot_buf_.assign(slots.begin(), slots.end());

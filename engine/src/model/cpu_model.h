@@ -23,7 +23,6 @@ class CpuModel final : public Model {
     std::vector<float> norm;
     std::unique_ptr<Mixer> mixer;
   };
-  void check_slots(std::span<const int32_t> slots) const;
 
   ModelConfig cfg_;
   ModelOptions opt_;

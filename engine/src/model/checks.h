@@ -1,0 +1,25 @@
+// Argument checks shared by the CPU and CUDA models (model.h documents the errors): every check
+// runs before anything is modified.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "replayssm/engine/model.h"
+
+namespace replayssm::engine {
+
+/// Validates the options against the config and returns them with ring_L = 0 resolved to the
+/// dispatcher's choice. ConfigError (sizes, ring length), UnsupportedError (state mode).
+ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt);
+
+/// SlotError for an id outside [0, max_slots) or one given twice.
+void check_slot_ids(std::span<const int32_t> slots, int32_t max_slots);
+
+/// The arguments of Model::step: one token in [0, vocab) per distinct slot with room left in its
+/// context, logits sized batch * vocab.
+void check_step(const ModelConfig& cfg, const ModelOptions& opt,
+                const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                std::span<const int32_t> slots, std::span<const float> logits);
+
+}  // namespace replayssm::engine
