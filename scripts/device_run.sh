@@ -1,27 +1,53 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (see /work/.library/device): configure for the H200 (sm_90a), build
-# the tests, the CLI and the kernel benchmark, run the GPU tests, then the kernel benchmark, and
-# write logs and results under $OUT (at most 8 files come back). Usage, from a snapshot of HEAD:
-#   OUT=/tmp/out COMMIT=$(git rev-parse HEAD) scripts/device_run.sh
+# One call on the GPU machine (see /work/.library/device): build for the H200 (sm_90a) — or take
+# prebuilt binaries from $PREBUILT (replayssm_tests, replayssm, replayssm_bench, optionally .gz),
+# built here with the same -gencode, since building on the device costs its time — run the GPU
+# tests, the kernel benchmark and the bundled models on CUDA, and write logs and results under
+# $OUT (at most 8 files come back). Usage:
+#   OUT=/tmp/out COMMIT=$(git rev-parse --short HEAD) [PREBUILT=.devbin] scripts/device_run.sh
 # GPU_FILTER (gtest filter of the GPU tests) and BENCH=0 (skip the benchmark) adjust a run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:?set OUT to the folder the results go to}
 commit=${COMMIT:-unknown}
-build=$root/build-device
 mkdir -p "$out"
 start=$(date +%s)
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DRSSM_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" > "$out/build.log" 2>&1 &&
-  cmake --build "$build" -j "$(nproc)" --target replayssm_tests replayssm_cli replayssm_bench \
-    >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-"$build/tests/replayssm_tests" --gtest_filter="${GPU_FILTER:-*Cuda*:*CUDA*}" \
-  > "$out/gpu-tests-$commit.log" 2>&1
+if [ -n "${PREBUILT:-}" ]; then
+  bin=$root/build-device-bin
+  mkdir -p "$bin"
+  for f in replayssm_tests replayssm replayssm_bench; do
+    if [ -f "$PREBUILT/$f.gz" ]; then gunzip -c "$PREBUILT/$f.gz" > "$bin/$f"; else cp "$PREBUILT/$f" "$bin/$f"; fi
+    chmod +x "$bin/$f"
+  done
+  tests=$bin/replayssm_tests cli=$bin/replayssm bench=$bin/replayssm_bench
+  # The tests find tests/fixtures through the source path compiled into them (RSSM_SOURCE_DIR,
+  # the build machine's checkout: SRC_DIR, default /work/main).
+  src=${SRC_DIR:-/work/main}
+  if [ "$src" != "$root" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
+else
+  build=$root/build-device
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DRSSM_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" > "$out/build.log" 2>&1 &&
+    cmake --build "$build" -j "$(nproc)" --target replayssm_tests replayssm_cli replayssm_bench \
+      >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  tests=$build/tests/replayssm_tests cli=$build/apps/replayssm bench=$build/bench/replayssm_bench
+fi
+echo "binaries ready: $(( $(date +%s) - start )) s"
+"$tests" --gtest_filter="${GPU_FILTER:-*Cuda*:*CUDA*}" > "$out/gpu-tests-$commit.log" 2>&1
 echo "GPU tests rc $? ($(grep -cE '^\[       OK' "$out/gpu-tests-$commit.log") passed): $(( $(date +%s) - start )) s"
 grep -E "^\[  (FAILED|PASSED)|tests ran" "$out/gpu-tests-$commit.log" | head -20
+{
+  for m in nemotron-h-tiny qwen3-next-tiny; do
+    "$cli" generate --model "$root/models/$m" --prompt "It was a dark and stormy night; the rain fell in torrents, and" \
+      -n 300 --compare --device cuda 2>&1
+    for i in $(seq 64); do echo "Chapter $i. It was"; done > /tmp/prompts.txt
+    "$cli" generate --model "$root/models/$m" --prompts /tmp/prompts.txt --batch 64 -n 256 -q \
+      --compare --device cuda 2>&1
+  done
+} > "$out/generate-cuda-$commit.txt"
+echo "generate rc $?: $(( $(date +%s) - start )) s"
 if [ "${BENCH:-1}" = 1 ]; then
-  "$build/bench/replayssm_bench" kernels --family all --commit "$commit" \
+  "$bench" kernels --family all --commit "$commit" \
     --out "$out/kernels-all-$commit.json" > "$out/kernels-all-$commit.txt" 2>&1
   echo "bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_kernels.py" "$out/kernels-all-$commit.json" \
