@@ -111,6 +111,13 @@ TEST(CodecsCuda, CurandPhiloxEqualsHostPhilox) {
   EXPECT_TRUE(words.guards_intact());
 }
 
+/// Copies `from` into `to` without reallocating `to` (views into it stay valid).
+template <class T>
+void refill(std::vector<T>& to, const std::vector<T>& from) {
+  ASSERT_EQ(to.size(), from.size());
+  std::copy(from.begin(), from.end(), to.begin());
+}
+
 TEST(CodecsCuda, Nvfp4EncodeAndDecodeEqualTheCpuBitForBit) {
   RSSM_SKIP_WITHOUT_CUDA();
   const uint64_t seed = test_seed(701);
@@ -142,8 +149,10 @@ TEST(CodecsCuda, Nvfp4EncodeAndDecodeEqualTheCpuBitForBit) {
     // Decode what was encoded, then arbitrary bytes and scales.
     for (int round = 0; round < 2; ++round) {
       if (round == 1) {
-        codes = random_bytes(static_cast<int64_t>(codes.size()), rng);
-        scales = random_bytes(static_cast<int64_t>(scales.size()), rng);
+        // Overwrite in place: the host views hq point into these buffers (assigning a new vector
+        // would free the memory they read — the bug the first H200 run of this test caught).
+        refill(codes, random_bytes(static_cast<int64_t>(codes.size()), rng));
+        refill(scales, random_bytes(static_cast<int64_t>(scales.size()), rng));
         for (float& g : globals) g = nasty_data(1, rng)[0];
         dc.upload(codes), ds.upload(scales), dg.upload(as_bytes(globals));
       }
@@ -178,9 +187,9 @@ TEST(CodecsCuda, Fp8RowsEncodeAndDecodeEqualTheCpuBitForBit) {
     EXPECT_EQ(dc.download(), codes);
     EXPECT_EQ(ds.download(), as_bytes(scales));
     for (int round = 0; round < 2; ++round) {
-      if (round == 1) {
-        codes = random_bytes(static_cast<int64_t>(codes.size()), rng);
-        scales = nasty_data(s.rows, rng);
+      if (round == 1) {  // in place: hq points into codes and scales
+        refill(codes, random_bytes(static_cast<int64_t>(codes.size()), rng));
+        refill(scales, nasty_data(s.rows, rng));
         dc.upload(codes), ds.upload(as_bytes(scales));
       }
       cd::fp8_decode(hq, make_view(y.data(), kF32, {s.rows, s.n}));
