@@ -5,7 +5,8 @@
 # tests, the kernel benchmark and the bundled models on CUDA, and write logs and results under
 # $OUT (at most 8 files come back). Usage:
 #   OUT=/tmp/out COMMIT=$(git rev-parse --short HEAD) [PREBUILT=.devbin] scripts/device_run.sh
-# GPU_FILTER (gtest filter of the GPU tests) and BENCH=0 (skip the benchmark) adjust a run.
+# GPU_FILTER (gtest filter of the GPU tests), GENERATE=0 (skip the bundled models) and BENCH=0
+# (skip the benchmark) adjust a run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:?set OUT to the folder the results go to}
@@ -16,6 +17,7 @@ if [ -n "${PREBUILT:-}" ]; then
   bin=$root/build-device-bin
   mkdir -p "$bin"
   for f in replayssm_tests replayssm replayssm_bench; do
+    [ -e "$PREBUILT/$f.gz" ] || [ -e "$PREBUILT/$f" ] || continue
     if [ -f "$PREBUILT/$f.gz" ]; then gunzip -c "$PREBUILT/$f.gz" > "$bin/$f"; else cp "$PREBUILT/$f" "$bin/$f"; fi
     chmod +x "$bin/$f"
   done
@@ -36,7 +38,7 @@ echo "binaries ready: $(( $(date +%s) - start )) s"
 "$tests" --gtest_filter="${GPU_FILTER:-*Cuda*:*CUDA*}" > "$out/gpu-tests-$commit.log" 2>&1
 echo "GPU tests rc $? ($(grep -cE '^\[       OK' "$out/gpu-tests-$commit.log") passed): $(( $(date +%s) - start )) s"
 grep -E "^\[  (FAILED|PASSED)|tests ran" "$out/gpu-tests-$commit.log" | head -20
-{
+[ "${GENERATE:-1}" = 1 ] && {
   for m in nemotron-h-tiny qwen3-next-tiny; do
     "$cli" generate --model "$root/models/$m" --prompt "It was a dark and stormy night; the rain fell in torrents, and" \
       -n 300 --compare --device cuda 2>&1
