@@ -38,7 +38,7 @@ echo "binaries ready: $(( $(date +%s) - start )) s"
 "$tests" --gtest_filter="${GPU_FILTER:-*Cuda*:*CUDA*}" > "$out/gpu-tests-$commit.log" 2>&1
 echo "GPU tests rc $? ($(grep -cE '^\[       OK' "$out/gpu-tests-$commit.log") passed): $(( $(date +%s) - start )) s"
 grep -E "^\[  (FAILED|PASSED)|tests ran" "$out/gpu-tests-$commit.log" | head -20
-[ "${GENERATE:-1}" = 1 ] && {
+if [ "${GENERATE:-1}" = 1 ]; then {
   for m in nemotron-h-tiny qwen3-next-tiny; do
     "$cli" generate --model "$root/models/$m" --prompt "It was a dark and stormy night; the rain fell in torrents, and" \
       -n 300 --compare --device cuda 2>&1
@@ -48,6 +48,7 @@ grep -E "^\[  (FAILED|PASSED)|tests ran" "$out/gpu-tests-$commit.log" | head -20
   done
 } > "$out/generate-cuda-$commit.txt"
 echo "generate rc $?: $(( $(date +%s) - start )) s"
+fi
 if [ "${BENCH:-1}" = 1 ]; then
   "$bench" kernels --family all --commit "$commit" \
     --out "$out/kernels-all-$commit.json" > "$out/kernels-all-$commit.txt" 2>&1
