@@ -1,4 +1,7 @@
-// Uses the installed headers and library: one conventional Mamba-2 step on a 1-slot pool.
+// Uses the installed headers and libraries: one conventional Mamba-2 step on a 1-slot pool, and
+// the engine's config parser and byte tokenizer.
+#include <replayssm/engine/config.h>
+#include <replayssm/engine/tokenizer.h>
 #include <replayssm/mamba2.h>
 
 #include <cstdio>
@@ -19,5 +22,10 @@ int main() {
   mamba2::conventional_step(layer, cache, in, rows, make_view(y.data(), DType::kF32, {1, H, P}));
   // From a zero state: y = delta * x * (B.C) with delta = softplus(-0.9) > 0.
   std::printf("consumer: y[0] = %g\n", y[0]);
-  return y[0] > 0.0f ? 0 : 1;
+  const auto cfg = engine::parse_config(nlohmann::json::parse(
+      R"({"model_type": "mamba2", "num_heads": 4, "head_dim": 16, "hidden_size": 32,
+          "state_size": 16, "n_groups": 1, "num_hidden_layers": 2, "vocab_size": 256})"));
+  const bool engine_ok = cfg.num_layers == 2 && engine::byte_decode(engine::byte_encode("ok")) == "ok";
+  std::printf("consumer: engine parsed %lld layers\n", static_cast<long long>(cfg.num_layers));
+  return y[0] > 0.0f && engine_ok ? 0 : 1;
 }
