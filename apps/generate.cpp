@@ -169,9 +169,9 @@ int generate(const GenerateOptions& o) {
   }
   const auto& s = main_run.stats;
   fmt::print("{}: {} requests, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} tokens/s "
-             "(device {}, ssm {}, L {}, batch {})\n",
+             "after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
              opt.model, reqs.size(), s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
-             double(s.prompt_tokens + s.generated_tokens) / std::max(s.seconds, 1e-9), opt.device,
+             s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.ssm, main_run.ring, opt.batch > 0 ? opt.batch : int(std::min<size_t>(reqs.size(), 8)));
   if (!opt.compare) return 0;
 
@@ -208,9 +208,7 @@ int generate(const GenerateOptions& o) {
     ++diverged;
   }
   fmt::print("compare: conventional {:.1f} tokens/s, ReplaySSM (L {}) {:.1f} tokens/s; ",
-             double(conv.stats.prompt_tokens + conv.stats.generated_tokens) / conv.stats.seconds,
-             rep.ring,
-             double(rep.stats.prompt_tokens + rep.stats.generated_tokens) / rep.stats.seconds);
+             conv.stats.steady_tokens_per_s(), rep.ring, rep.stats.steady_tokens_per_s());
   if (diverged == 0 && ties == 0)
     fmt::print("conventional and ReplaySSM decoding agree on all {} generated tokens\n",
                conv.stats.generated_tokens);

@@ -70,7 +70,11 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
     }
     logits.resize(active.size() * V);
     model.step(tokens, slots, logits);
-    ++st.steps;
+    if (++st.steps == 1) {
+      st.first_step_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      st.first_step_tokens = static_cast<int64_t>(tokens.size());
+    }
 
     std::vector<Active> still;
     for (size_t i = 0; i < active.size(); ++i) {

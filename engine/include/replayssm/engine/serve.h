@@ -24,6 +24,16 @@ struct Completion {
 struct ServeStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   double seconds = 0;  ///< wall time of the decode loop
+  /// Wall time and tokens of the first step alone (CUDA: kernel loading, workspace allocation,
+  /// eager warm-up), so that a rate can be quoted for the steady state after it.
+  double first_step_seconds = 0;
+  int64_t first_step_tokens = 0;
+  /// Tokens (prompt + generated) per second after the first step; 0 with a single step.
+  double steady_tokens_per_s() const {
+    const double t = seconds - first_step_seconds;
+    const int64_t n = prompt_tokens + generated_tokens - first_step_tokens;
+    return t > 0 && n > 0 ? double(n) / t : 0.0;
+  }
 };
 
 /// Called after every generated token: (request index, token).
