@@ -24,6 +24,11 @@
 //    decoded alone against the same row in a batch gets the same bound (cuBLAS may pick other
 //    kernels for another batch size; on the H200 the rows came out bit for bit).
 //  * Graph vs eager: the same kernels with the same arguments: bit for bit.
+//  * MoE checkpoints (*_moe): the same bounds. A token routed to other experts on the two engines
+//    would move its logits by O(max |logit|), so the routers are shaped (tiny_models.h,
+//    shape_moe_router) that every token's ranking keys are far apart compared with bf16 rounding;
+//    the routing itself (grouped top-k, correction bias, weights) is then compared exactly, the
+//    expert math within the bf16 bounds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,6 +74,28 @@ const std::string& tiny_dir(const std::string& name) {
     qd.dv = 32;
     qd.hd = 64;  // rotary dim 16
     testing::write_tiny_qwen3_next((p / "qwen3_next").string(), 22, "F32", qd);
+    // MoE (layer 0; routers shaped so that no token routes near a tie, see shape_moe_router):
+    // Nemotron-H sigmoid router with correction bias, grouped top-k, shared expert; LatentMoE
+    // with plain top-3; Qwen3-Next softmax router, SwiGLU experts, gated shared expert.
+    testing::NemotronDims ne = nd;
+    ne.moe.E = 8;
+    ne.moe.top_k = 2;
+    ne.moe.n_group = 2;
+    ne.moe.topk_group = 1;
+    ne.moe.scaling = 2.5;
+    testing::write_tiny_nemotron_h((p / "nemotron_h_moe").string(), 23, "EM*M-", "F32", ne);
+    testing::NemotronDims nl = nd;
+    nl.moe.E = 6;
+    nl.moe.top_k = 3;
+    nl.moe.I = 24;
+    nl.moe.shared_I = 40;
+    nl.moe.latent = 32;
+    nl.moe.scaling = 1.5;
+    testing::write_tiny_nemotron_h((p / "nemotron_h_latent_moe").string(), 24, "EM*M-", "F32", nl);
+    testing::QwenDims qe = qd;
+    qe.moe.E = 8;
+    qe.moe.top_k = 2;
+    testing::write_tiny_qwen3_next((p / "qwen3_next_moe").string(), 25, "F32", qe);
     testing::write_tiny_nemotron_h((p / "nemotron_h_cpu_dims").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next_cpu_dims").string(), 12);
     return p.string();
@@ -431,7 +458,9 @@ TEST_P(EngineCuda, ThroughputReport) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, EngineCuda, ::testing::Values("nemotron_h", "qwen3_next"));
+INSTANTIATE_TEST_SUITE_P(Tiny, EngineCuda,
+                         ::testing::Values("nemotron_h", "qwen3_next", "nemotron_h_moe",
+                                           "nemotron_h_latent_moe", "qwen3_next_moe"));
 
 }  // namespace
 }  // namespace replayssm::engine

@@ -49,4 +49,18 @@ void Blas::linear(const DeviceLinear& l, const bf16* x, int64_t B, float* y, boo
   if (l.bias) add_bias(y, ldy, l.bias, B, l.out, stream_);
 }
 
+void Blas::gemv_batched(const void* const* W, const void* const* x, void* const* y, int64_t out,
+                        int64_t in, int64_t batch) {
+  if (batch == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  // Column-major view of each: y^T [out, 1] = W [in, out]^T . x^T [in, 1].
+  check_blas(cublasGemmBatchedEx(as_handle(handle_), CUBLAS_OP_T, CUBLAS_OP_N,
+                                 static_cast<int>(out), 1, static_cast<int>(in), &alpha, W,
+                                 CUDA_R_16BF, static_cast<int>(in), x, CUDA_R_16BF,
+                                 static_cast<int>(in), &beta, y, CUDA_R_32F,
+                                 static_cast<int>(out), static_cast<int>(batch),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmBatchedEx (engine experts)");
+}
+
 }  // namespace replayssm::engine::cuda

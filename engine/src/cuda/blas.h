@@ -22,6 +22,12 @@ class Blas {
   void linear(const DeviceLinear& l, const bf16* x, int64_t B, float* y, bool accumulate,
               int64_t ldy = 0);
 
+  /// batch independent y_i [out] fp32 = W_i [out, in] bf16 . x_i [in] bf16 (torch layout, no
+  /// bias), with the pointer arrays W, x, y [batch] in device memory (cublasGemmBatchedEx), so a
+  /// kernel earlier in the stream can pick the matrices (the MoE experts of each row).
+  void gemv_batched(const void* const* W, const void* const* x, void* const* y, int64_t out,
+                    int64_t in, int64_t batch);
+
  private:
   void* handle_ = nullptr;  // cublasHandle_t
   cudaStream_t stream_;

@@ -14,6 +14,7 @@
 #include "cuda/device.h"
 #include "cuda/launch_check.h"
 #include "cuda/mixers.h"
+#include "cuda/moe_kernels.h"
 #include "model/checks.h"
 #include "model/layout.h"
 #include "replayssm/engine/checkpoint.h"
@@ -29,9 +30,15 @@ void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
   check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
                           ", expected <= 65535 (kernel batch limit)");
   const auto moe = [](BlockKind k) { return k == BlockKind::kMoe; };
-  check<UnsupportedError>(std::none_of(cfg.layers.begin(), cfg.layers.end(), moe) &&
-                              std::none_of(cfg.qwen_mlp.begin(), cfg.qwen_mlp.end(), moe),
-                          "CUDA engine: MoE blocks are not built yet (run with --device cpu)");
+  if (std::any_of(cfg.layers.begin(), cfg.layers.end(), moe) ||
+      std::any_of(cfg.qwen_mlp.begin(), cfg.qwen_mlp.end(), moe)) {
+    const MoeConfig& m = cfg.moe;
+    check<UnsupportedError>(m.num_experts >= 1 && m.num_experts <= cuda::kMoeMaxExperts,
+                            "CUDA engine: ", m.num_experts, " MoE experts, expected 1..",
+                            cuda::kMoeMaxExperts, " (routing kernel; run with --device cpu)");
+    check<UnsupportedError>(m.top_k >= 1 && m.top_k <= m.num_experts, "CUDA engine: top_k ",
+                            m.top_k, ", expected 1..", m.num_experts);
+  }
   for (const BlockKind k : cfg.layers) {
     if (k == BlockKind::kMamba2) {
       const Mamba2Config& m = cfg.mamba;
@@ -154,7 +161,7 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
         s.mixer = cuda::make_cuda_attention(ck, cfg_, spec.prefix, sh_);
         break;
       case BlockKind::kMlp: s.mixer = cuda::make_cuda_mlp(ck, cfg_, spec.prefix, sh_); break;
-      case BlockKind::kMoe: break;  // check_supported rejects MoE blocks
+      case BlockKind::kMoe: s.mixer = cuda::make_cuda_moe(ck, cfg_, spec.prefix, sh_); break;
     }
     sub_.push_back(std::move(s));
   }

@@ -61,6 +61,10 @@ std::unique_ptr<CudaMixer> make_cuda_attention(const Checkpoint& ck, const Model
                                                const std::string& prefix, CudaShared& sh);
 std::unique_ptr<CudaMixer> make_cuda_mlp(const Checkpoint& ck, const ModelConfig& cfg,
                                          const std::string& prefix, CudaShared& sh);
+/// MoE block (moe_mixer.cpp): Nemotron-H (sigmoid router, relu2 experts, LatentMoE, shared
+/// experts) and Qwen (softmax router, SwiGLU experts, gated shared expert).
+std::unique_ptr<CudaMixer> make_cuda_moe(const Checkpoint& ck, const ModelConfig& cfg,
+                                         const std::string& prefix, CudaShared& sh);
 
 /// Carves typed buffers out of a scratch base at 256-byte boundaries. With a null base it only
 /// counts, so one function can both size a mixer's scratch and lay it out.
