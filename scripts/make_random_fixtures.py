@@ -94,6 +94,20 @@ def tiny_configs():
             num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
             num_experts=6, num_experts_per_tok=2, moe_intermediate_size=24,
             shared_expert_intermediate_size=40, **gdn)),
+        # SSM sizes the CUDA kernels run (d_state / head_k_dim 64), so that the CUDA engine's MoE
+        # is checked against transformers too.
+        "nemotron-h-moe-random-s64": (transformers.NemotronHForCausalLM, NemotronHConfig(
+            vocab_size=256, hidden_size=64, num_hidden_layers=3, hybrid_override_pattern="ME*",
+            mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=64, n_groups=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=96,
+            n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+            moe_shared_expert_intermediate_size=48, n_shared_experts=1, n_group=2, topk_group=1,
+            routed_scaling_factor=2.5, norm_topk_prob=True, max_position_embeddings=4096)),
+        "qwen3.5-moe-random-k64": (transformers.Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig(
+            num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+            num_experts=6, num_experts_per_tok=2, moe_intermediate_size=24,
+            shared_expert_intermediate_size=40,
+            **{**gdn, "linear_key_head_dim": 64, "linear_value_head_dim": 64})),
     }
 
 
