@@ -68,6 +68,15 @@ int run_eval(const EvalArgs& args) {
       "(no tokenizer.json reader yet)");
   int64_t file_bytes = 0;
   const std::vector<int32_t> tokens = read_text(a, file_bytes);
+  if (!a.json_out.empty()) {  // fail before hours of evaluation, not after
+    std::error_code ec;
+    const std::filesystem::path path(a.json_out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    check<ConfigError>(!ec, "--json: cannot create the folder of '", a.json_out, "': ",
+                       ec.message());
+    check<ConfigError>(std::ofstream(path, std::ios::app).good(), "--json: cannot write '",
+                       a.json_out, "'");
+  }
 
   engine::EvalConfig ref;
   ref.label = "fp32/fp32";
@@ -100,9 +109,7 @@ int run_eval(const EvalArgs& args) {
                          file_bytes, a.buckets};
   print_eval_table(info, r);
   if (!a.json_out.empty()) {
-    const std::filesystem::path path(a.json_out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream f(path);
+    std::ofstream f(std::filesystem::path(a.json_out));
     check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
     f << eval_json(info, r).dump(2) << "\n";
     fmt::print("wrote {}\n", a.json_out);

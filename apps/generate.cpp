@@ -38,16 +38,12 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   std::stringstream ss(s);
   std::string tok;
   while (std::getline(ss, tok, ',')) {
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(tok, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    check<ConfigError>(used == tok.size() && !tok.empty(), "--prompt-ids: '", tok,
-                       "' is not an integer");
-    ids.push_back(static_cast<int32_t>(v));
+    // Digits only, within int32: no sign, spaces or silent wrap-around.
+    const bool digits = !tok.empty() && tok.size() <= 10 &&
+                        tok.find_first_not_of("0123456789") == std::string::npos;
+    check<ConfigError>(digits && std::stoll(tok) <= INT32_MAX, "--prompt-ids: '", tok,
+                       "' is not a token id (0..", INT32_MAX, ")");
+    ids.push_back(static_cast<int32_t>(std::stoll(tok)));
   }
   return ids;
 }
@@ -58,8 +54,10 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
   if (!o.prompts_file.empty()) {
     std::ifstream f(o.prompts_file);
     check<ConfigError>(f.good(), "--prompts: cannot read '", o.prompts_file, "'");
-    for (std::string line; std::getline(f, line);)
+    for (std::string line; std::getline(f, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
       if (!line.empty()) texts.push_back(line);
+    }
   }
   if (!texts.empty())
     check<ConfigError>(bytes, "this checkpoint's vocabulary is not byte-level: pass token ids "
@@ -76,6 +74,13 @@ struct Run {
   int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
 
+/// Rows decoded at once: --batch (default 8), never more than there are requests (each row holds
+/// a slot with its KV cache and states).
+int batch_size(const GenerateOptions& o, size_t requests) {
+  const size_t want = o.batch > 0 ? static_cast<size_t>(o.batch) : 8;
+  return static_cast<int>(std::max<size_t>(1, std::min(want, requests)));
+}
+
 Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<engine::Request>& reqs,
              bool bytes, bool stream) {
   engine::ModelOptions mo;
@@ -84,13 +89,17 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   mo.ring_L = o.ring;
   mo.state = o.state;
   mo.max_context = o.max_context;
-  const int batch = o.batch > 0 ? o.batch : static_cast<int>(std::min<size_t>(reqs.size(), 8));
+  const int batch = batch_size(o, reqs.size());
   mo.max_slots = batch;
   mo.dt_floor = o.dt_floor;
   auto model = engine::Model::load(o.model, mo);
   engine::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   Run r;
   r.ring = model->options().ring_L;
+  // The prompt is echoed once the model has loaded and accepted the options.
+  if (stream && bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
+  if (stream && !bytes)
+    for (int32_t t : reqs[0].prompt) std::printf("%d ", t);
   Progress bar(fmt::format("decoding ({})", engine::ssm_mode_name(mode)), long(reqs.size()));
   auto on_token = [&](size_t, int32_t t) {
     if (!stream) return;
@@ -144,7 +153,6 @@ int generate(const GenerateOptions& o) {
   const bool stream = reqs.size() == 1 && !opt.quiet;
   const auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
 
-  if (stream && bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
   Run main_run;
   try {
     main_run = run_once(opt, mode, reqs, bytes, stream);
@@ -172,7 +180,7 @@ int generate(const GenerateOptions& o) {
              "after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
              opt.model, reqs.size(), s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
-             opt.ssm, main_run.ring, opt.batch > 0 ? opt.batch : int(std::min<size_t>(reqs.size(), 8)));
+             opt.ssm, main_run.ring, batch_size(opt, reqs.size()));
   if (!opt.compare) return 0;
 
   const auto other = mode == engine::SsmMode::kReplay ? engine::SsmMode::kConventional
@@ -240,7 +248,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
       ->check(CLI::Range(0, 64));
   sub->add_option("--state", o->state, "SSM state mode (recurrence/read)");
-  sub->add_option("--batch", o->batch, "requests decoded at once (default: min(requests, 8))")
+  sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));

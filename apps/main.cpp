@@ -4,10 +4,12 @@
 #include <exception>
 
 #include "commands.h"
+#include "runtime_env.h"
 #include "replayssm/errors.h"
 #include "version.h"
 
 int main(int argc, char** argv) {
+  replayssm::cli::apply_runtime_env(argv);
   CLI::App app{"replayssm: ReplaySSM decoding for hybrid SSM language models "
                "(Mamba-2, Gated DeltaNet, KDA)"};
   app.set_version_flag("--version", replayssm::kVersion);

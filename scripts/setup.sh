@@ -29,4 +29,5 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${RSSM_CMAKE_ARGS:-}
 fi
-cmake --build "$build" -j "$(nproc)"
+# RSSM_TARGETS (e.g. replayssm_cli) builds only those targets: the main job needs only the CLI.
+cmake --build "$build" -j "$(nproc)" ${RSSM_TARGETS:+--target $RSSM_TARGETS}

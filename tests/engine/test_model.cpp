@@ -11,6 +11,7 @@
 
 #include "engine/tiny_models.h"
 #include "replayssm/engine/model.h"
+#include "replayssm/engine/safetensors.h"
 #include "replayssm/engine/serve.h"
 
 namespace replayssm::engine {
@@ -68,8 +69,10 @@ TEST_P(EngineModel, ReplayMatchesConventionalAcrossFlushes) {
         ASSERT_TRUE(std::isfinite(b[i]));
         worst = std::max(worst, double(std::fabs(a[i] - b[i])));
       }
-      if (L == 1) ASSERT_EQ(a, b) << "L = 1 must be the conventional step, bit for bit (step "
-                                  << step << ")";
+      if (L == 1) {
+        ASSERT_EQ(a, b) << "L = 1 must be the conventional step, bit for bit (step " << step
+                        << ")";
+      }
     }
     EXPECT_LT(worst, 1e-4 * max_abs(a)) << "L = " << L;
   }
@@ -210,6 +213,44 @@ TEST(EngineLoad, RingLengthZeroIsTheDispatchersChoice) {
   o.max_slots = 64;
   EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 16);
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);  // GDN: never faster yet
+}
+
+/// Rewrites dir/model.safetensors without `drop` and with `nan_in` (if non-empty) poisoned.
+void rewrite_checkpoint(const fs::path& dir, const std::string& drop, const std::string& nan_in) {
+  std::vector<StWriteTensor> out;
+  {
+    SafetensorsFile f((dir / "model.safetensors").string());
+    for (const auto& [name, info] : f.tensors()) {
+      if (name == drop) continue;
+      StWriteTensor t{name, "F32", info.shape, f.to_float32(name)};
+      if (name == nan_in) t.values[0] = NAN;
+      out.push_back(std::move(t));
+    }
+  }
+  write_safetensors((dir / "model.safetensors").string(), out);
+}
+
+TEST(EngineLoad, UntiedCheckpointWithoutLmHeadIsRejected) {
+  const fs::path dir = fs::path(tiny_dir("nemotron_h")).parent_path() / "no_lm_head";
+  testing::write_tiny_nemotron_h(dir.string(), 11);
+  rewrite_checkpoint(dir, "lm_head.weight", "");
+  try {
+    Model::load(dir.string(), ModelOptions{});
+    FAIL() << "decoded an untied model with the embedding as its output layer";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("lm_head.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngineServe, NonFiniteLogitsStopTheRun) {
+  const fs::path dir = fs::path(tiny_dir("nemotron_h")).parent_path() / "nan_D";
+  testing::write_tiny_nemotron_h(dir.string(), 11);
+  rewrite_checkpoint(dir, "", "backbone.layers.0.mixer.D");
+  auto m = Model::load(dir.string(), ModelOptions{});
+  Request r;
+  r.prompt = {72, 105};
+  r.max_new_tokens = 4;
+  EXPECT_THROW(serve(*m, {r}, 1, SamplingParams{}), Error);
 }
 
 TEST(EngineLoad, Bf16WeightsLoad) {

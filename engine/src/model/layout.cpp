@@ -32,7 +32,13 @@ ModelLayout model_layout(const Checkpoint& ck, const ModelConfig& cfg) {
       m.sub.push_back({cfg.qwen_mlp.at(i), i, lp + "post_attention_layernorm.weight", lp + "mlp."});
   }
   m.final_norm = m.root + (qwen ? "norm.weight" : "norm_f.weight");
-  if (ck.has("lm_head.weight") && !cfg.tie_word_embeddings) m.lm_head = "lm_head.weight";
+  if (!cfg.tie_word_embeddings) {
+    // An untied model's output layer must be in the file: falling back to the embedding would
+    // decode garbage without a word.
+    check<CheckpointError>(ck.has("lm_head.weight"), ck.dir(),
+                           ": missing tensor 'lm_head.weight' (tie_word_embeddings is false)");
+    m.lm_head = "lm_head.weight";
+  }
   return m;
 }
 

@@ -1,6 +1,7 @@
 #include "replayssm/engine/serve.h"
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 
 #include "replayssm/errors.h"
@@ -80,6 +81,12 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
     for (size_t i = 0; i < active.size(); ++i) {
       Active& a = active[i];
       const Request& r = requests[a.req];
+      // A NaN or Inf logit (a damaged checkpoint, an overflow) would be sampled as token 0 and
+      // stream garbage: stop instead, naming the request and its position.
+      for (int64_t v = 0; v < V; ++v)
+        check<Error>(std::isfinite(logits[i * V + v]), "request ", a.req, ": non-finite logit (",
+                     logits[i * V + v], ") for token ", v, " at position ",
+                     model.position(a.slot) - 1);
       if (a.fed < r.prompt.size()) {
         ++a.fed;
         ++st.prompt_tokens;

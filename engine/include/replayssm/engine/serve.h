@@ -42,7 +42,8 @@ using TokenCallback = std::function<void(size_t, int32_t)>;
 using StepCallback = std::function<void(size_t, size_t)>;
 
 /// Runs all requests to completion with at most `batch` (<= max_slots) active at once.
-/// Errors: ConfigError (empty prompt, batch < 1, prompt + max_new_tokens past the context).
+/// Errors: ConfigError (empty prompt, batch < 1, prompt + max_new_tokens past the context);
+/// Error for a non-finite logit (the run stops: sampling it would stream garbage).
 std::vector<Completion> serve(Model& model, const std::vector<Request>& requests, int32_t batch,
                               const SamplingParams& sampling, ServeStats* stats = nullptr,
                               const TokenCallback& on_token = {}, const StepCallback& on_step = {});

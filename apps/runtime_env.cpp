@@ -1,0 +1,47 @@
+#include "runtime_env.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace replayssm::cli {
+namespace {
+
+/// The OpenBLAS core for this CPU's flags, or "" when no hint is needed or known.
+std::string openblas_core() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const auto has = [&](const char* flag) {
+      return (" " + line + " ").find(std::string(" ") + flag + " ") != std::string::npos;
+    };
+    if (has("avx512f")) return "SkylakeX";
+    if (has("avx2")) return "Haswell";
+    return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+void apply_runtime_env(char** argv) {
+  if (std::getenv("RSSM_RUNTIME_ENV")) return;
+  ::setenv("RSSM_RUNTIME_ENV", "1", 1);
+  bool changed = false;
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = openblas_core();
+    if (!core.empty()) {
+      ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      changed = true;
+    }
+  }
+  if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+}
+
+}  // namespace replayssm::cli
