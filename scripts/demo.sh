@@ -7,7 +7,7 @@
 # -n 400, --temperature 0.8).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RSSM_TARGETS=replayssm_cli "$root/scripts/setup.sh"
+RSSM_TARGETS=replayssm_cli "$root/scripts/setup.sh" >&2  # build output off stdout: stdout is the text
 source "$root/scripts/env.sh"
 model=(--model "$root/models/nemotron-h-tiny")
 prompt=(--prompt "It was a dark and stormy night; the rain fell in torrents, and")

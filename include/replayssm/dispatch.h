@@ -13,7 +13,8 @@ const char* ssm_family_name(SsmFamily f);
 
 /// The ring length to decode `batch` rows with, given the length the caller asked for (>= 1):
 /// `requested` where the measured ReplaySSM window beats the conventional step at that batch, else
-/// 1. Source: `replayssm_bench kernels` on the H200, fp32 state (bench/results/kernels-all-c58e8c1):
+/// 1. Source: `replayssm_bench kernels` on the H200, fp32 state (bench/results/kernels-all-c58e8c1;
+/// re-measured with this dispatcher at c2d8804: the dispatched rows 0.99-1.03x where L = 1):
 ///   Mamba-2 (Nano-4B, Super): window / conventional 0.55-0.89 at batch 1-8, 1.20-1.38 at batch
 ///     >= 32 for L 4..16, and < 1 at L = 32 for Nano at batch 256: L = min(requested, 16) at
 ///     batch >= 32, else 1.
