@@ -108,6 +108,7 @@ struct Opt {
   bool cuda = true, graphs = true;
   SsmMode mode = SsmMode::kReplay;
   int L = 16, slots = 4;
+  std::string state = "fp32";
 };
 
 std::unique_ptr<Model> load(const std::string& arch, const Opt& o) {
@@ -118,6 +119,7 @@ std::unique_ptr<Model> load(const std::string& arch, const Opt& o) {
   m.ring_L = o.L;
   m.max_slots = o.slots;
   m.max_context = 512;
+  m.state = o.state;
   return Model::load(tiny_dir(arch), m);
 }
 
@@ -251,6 +253,43 @@ TEST_P(EngineCuda, GreedyTokensMatchCpuEngine) {
               free_run < 0 ? "all of them"
                            : ("the first " + std::to_string(free_run) + " generated tokens").c_str());
   EXPECT_LE(ties, compared / 10);
+}
+
+// 16-bit state (ModelOptions::state bf16 / fp16): the state's rounding enters the recurrence, so
+// the logits drift from the fp32-state run. This checks the wiring (a wrong dtype view or an
+// unzeroed slot gives O(scale) errors or NaN at once), not the accuracy (the drift study's job):
+// the bound is a quarter of the logit scale over 200 steps; the measured value is printed.
+TEST_P(EngineCuda, SixteenBitStateTracksFp32State) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const char* state : {"bf16", "fp16"})
+    for (const SsmMode mode : {SsmMode::kConventional, SsmMode::kReplay}) {
+      Opt o;
+      o.mode = mode;
+      auto ref = load(GetParam(), o);
+      o.state = state;
+      auto low = load(GetParam(), o);
+      const std::vector<int32_t> slots{1, 3};
+      ref->reset(slots);
+      low->reset(slots);
+      std::mt19937 rng(5);
+      std::vector<float> a(2 * kVocab), b(2 * kVocab);
+      double worst = 0, scale = 0;
+      for (int step = 0; step < 200; ++step) {
+        std::vector<int32_t> tok(2);
+        for (auto& t : tok) t = int32_t(rng() % kVocab);
+        ref->step(tok, slots, a);
+        low->step(tok, slots, b);
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(b[i])) << state << ", step " << step;
+          worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+        }
+        scale = std::max(scale, max_abs(a));
+      }
+      std::printf("[%s] %s state (%s) vs fp32 state over 200 steps: max |diff| / max |logit| = "
+                  "%.2e\n", GetParam().c_str(), state, ssm_mode_name(mode), worst / scale);
+      EXPECT_LT(worst, 0.25 * scale) << state;
+      EXPECT_GT(worst, 0.0) << state << ": identical to fp32, the 16-bit state did not take effect";
+    }
 }
 
 TEST_P(EngineCuda, ReplayMatchesConventionalAcrossFlushes) {

@@ -141,6 +141,8 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
   const int64_t S = opt.max_slots, V = cfg_.vocab_size, H = cfg_.hidden_size;
   sh_.mode = opt.ssm;
   sh_.dt_floor = opt.dt_floor;
+  sh_.state_dtype = opt_.state == "bf16" ? DType::kBF16
+                    : opt_.state == "fp16" ? DType::kF16 : DType::kF32;
   sh_.slots = S;
   sh_.context = opt.max_context;
   sh_.arena = &arena_;

@@ -35,7 +35,8 @@ class GdnMixer final : public CudaMixer {
 
     conv_state_ = a.alloc_n<float>(S * c_.conv_dim() * c_.conv_kernel);
     const int64_t R = sh.mode == SsmMode::kReplay ? sh.cursors.config.rows() : 1;
-    cache_.state = device_view(a.alloc_n<float>(S * Hv * dv * dk), DType::kF32, {S, Hv, dv, dk});
+    cache_.state = device_view(alloc_state(a, sh.state_dtype, S * Hv * dv * dk), sh.state_dtype,
+                               {S, Hv, dv, dk});
     cache_.ring_u = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
     cache_.ring_k = device_view(a.alloc_n<float>(S * Hk * R * dk), DType::kF32, {S, Hk, R, dk});
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});

@@ -37,7 +37,8 @@ class Mamba2Mixer final : public CudaMixer {
 
     conv_state_ = a.alloc_n<float>(S * c_.conv_dim() * c_.conv_kernel);
     const int64_t R = sh.mode == SsmMode::kReplay ? sh.cursors.config.rows() : 1;
-    cache_.state = device_view(a.alloc_n<float>(S * Hh * P * N), DType::kF32, {S, Hh, P, N});
+    cache_.state = device_view(alloc_state(a, sh.state_dtype, S * Hh * P * N), sh.state_dtype,
+                               {S, Hh, P, N});
     cache_.ring_x = device_view(a.alloc_n<float>(S * Hh * R * P), DType::kF32, {S, Hh, R, P});
     cache_.ring_dt = device_view(a.alloc_n<float>(S * Hh * R), DType::kF32, {S, Hh, R});
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});

@@ -37,9 +37,16 @@ struct CudaShared {
   SsmMode mode = SsmMode::kReplay;
   RingCursors cursors;  ///< device views
   double dt_floor = 0.0;
+  DType state_dtype = DType::kF32;  ///< SSM state / checkpoint storage (ModelOptions::state)
   int64_t slots = 0, context = 0;
   DeviceArena* arena = nullptr;
 };
+
+/// Device memory for n SSM state elements of `dtype` (float32, or 16-bit bf16 / fp16).
+inline void* alloc_state(DeviceArena& a, DType dtype, int64_t n) {
+  if (dtype == DType::kF32) return a.alloc_n<float>(n);
+  return a.alloc_n<uint16_t>(n);
+}
 
 class CudaMixer {
  public:

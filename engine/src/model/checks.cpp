@@ -23,8 +23,11 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
                      ", expected >= 1");
   check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
                      ", expected 1..64 (0: the dispatcher's choice)");
-  check<UnsupportedError>(opt.state == "fp32", "state mode '", opt.state,
-                          "' is not built yet (available: fp32)");
+  const bool half = opt.state == "bf16" || opt.state == "fp16";
+  check<UnsupportedError>(opt.state == "fp32" || half, "state mode '", opt.state,
+                          "' is not built (available: fp32; on CUDA also bf16, fp16)");
+  check<UnsupportedError>(!half || opt.cuda, "state mode '", opt.state,
+                          "' runs on the CUDA engine only (the CPU backend keeps fp32 state)");
   ModelOptions out = opt;
   if (out.ring_L == 0) out.ring_L = auto_ring_length(cfg, out.max_slots);
   return out;

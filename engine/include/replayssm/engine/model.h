@@ -25,7 +25,11 @@ struct ModelOptions {
   /// ReplaySSM ring length (1..64; 1 = flush every step = the conventional step). 0: the
   /// dispatcher's choice for max_slots rows (dispatch.h: replay only where it measured faster).
   int32_t ring_L = 16;
-  std::string state = "fp32";     ///< SSM state mode (recurrence/read); only fp32 for now
+  /// SSM state / checkpoint precision: "fp32" (default); on CUDA also "bf16" and "fp16": the
+  /// state is stored in 16 bits (rounded to nearest even) with fp32 arithmetic — half the bytes,
+  /// and the precision loss enters the recurrence (the shared baselines of DESIGN.md §2; the split
+  /// modes come with the split-precision work). Other names: UnsupportedError.
+  std::string state = "fp32";
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
   /// Mamba-2: clamp dt from below at this value after softplus (0: none). Reproduces HF versions
