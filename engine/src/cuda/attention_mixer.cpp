@@ -10,7 +10,9 @@
 namespace replayssm::engine::cuda {
 namespace {
 
-class AttentionMixer final : public CudaMixer {
+class AttentionMixer final : public CarvedMixer<AttentionMixer> {
+  friend class CarvedMixer<AttentionMixer>;  // layout()
+
  public:
   AttentionMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p,
                  CudaShared& sh)
@@ -67,12 +69,6 @@ class AttentionMixer final : public CudaMixer {
   }
 
   void reset(const Rows&) override {}
-
-  size_t scratch_bytes() const override {
-    Carve c(nullptr);
-    layout(c);
-    return c.bytes();
-  }
 
  private:
   struct Scratch {

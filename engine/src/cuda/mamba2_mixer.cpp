@@ -13,7 +13,9 @@
 namespace replayssm::engine::cuda {
 namespace {
 
-class Mamba2Mixer final : public CudaMixer {
+class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
+  friend class CarvedMixer<Mamba2Mixer>;  // layout()
+
  public:
   Mamba2Mixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p, CudaShared& sh)
       : c_(cfg.mamba), eps_(static_cast<float>(cfg.norm_eps)), sh_(sh) {
@@ -104,16 +106,8 @@ class Mamba2Mixer final : public CudaMixer {
   }
 
   void reset(const Rows& rows) override {
-    zero_slot_rows(conv_state_, c_.conv_dim() * c_.conv_kernel * 4, rows.slot_ids.ptr<int32_t>(),
-                   rows.slot_ids.numel(), static_cast<int32_t>(sh_.slots),
-                   static_cast<cudaStream_t>(rows.stream));
+    zero_conv_state(conv_state_, c_.conv_dim() * c_.conv_kernel, rows, sh_.slots);
     mamba2::reset_slots(cache_, rows);
-  }
-
-  size_t scratch_bytes() const override {
-    Carve c(nullptr);
-    layout(c);
-    return c.bytes();
   }
 
  private:

@@ -13,6 +13,7 @@
 
 #include "cuda/arena.h"
 #include "cuda/blas.h"
+#include "cuda/kernels.h"
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
@@ -91,5 +92,23 @@ class Carve {
   char* base_;
   size_t off_ = 0;
 };
+
+/// Base of a mixer whose `layout(Carve&)` lays out its step scratch: scratch_bytes() is that
+/// layout counted on a null base, defined once here instead of in every mixer.
+template <class Derived>
+class CarvedMixer : public CudaMixer {
+ public:
+  size_t scratch_bytes() const final {
+    Carve c(nullptr);
+    static_cast<const Derived*>(this)->layout(c);
+    return c.bytes();
+  }
+};
+
+/// Zeroes the rolling conv state (`per_slot` floats per slot) of the rows' slots (device ids).
+inline void zero_conv_state(float* conv_state, int64_t per_slot, const Rows& rows, int64_t slots) {
+  zero_slot_rows(conv_state, per_slot * 4, rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
+                 static_cast<int32_t>(slots), static_cast<cudaStream_t>(rows.stream));
+}
 
 }  // namespace replayssm::engine::cuda

@@ -7,7 +7,9 @@
 namespace replayssm::engine::cuda {
 namespace {
 
-class MlpMixer final : public CudaMixer {
+class MlpMixer final : public CarvedMixer<MlpMixer> {
+  friend class CarvedMixer<MlpMixer>;  // layout()
+
  public:
   MlpMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p, CudaShared& sh)
       : gated_(cfg.mlp.gated), I_(cfg.mlp.intermediate), sh_(sh) {
@@ -26,12 +28,6 @@ class MlpMixer final : public CudaMixer {
   }
 
   void reset(const Rows&) override {}
-
-  size_t scratch_bytes() const override {
-    Carve c(nullptr);
-    layout(c);
-    return c.bytes();
-  }
 
  private:
   struct Scratch {

@@ -56,7 +56,9 @@ cpu::Linear stack_experts(const std::vector<ExpertWeights>& ex, bool up) {
   return s;
 }
 
-class MoeMixer final : public CudaMixer {
+class MoeMixer final : public CarvedMixer<MoeMixer> {
+  friend class CarvedMixer<MoeMixer>;  // layout()
+
  public:
   MoeMixer(const Checkpoint& ck, const ModelConfig& cfg, const std::string& p, CudaShared& sh)
       : c_(cfg.moe), H_(cfg.hidden_size), sh_(sh) {
@@ -163,12 +165,6 @@ class MoeMixer final : public CudaMixer {
   }
 
   void reset(const Rows&) override {}
-
-  size_t scratch_bytes() const override {
-    Carve c(nullptr);
-    layout(c);
-    return c.bytes();
-  }
 
  private:
   struct Scratch {
