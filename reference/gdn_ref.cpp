@@ -71,6 +71,9 @@ Vec gate(const GdnParams& p, const GdnToken& t, int64_t vh) {
 GdnRecord token_record(const GdnParams& p, const GdnToken& t) {
   GdnRecord r;
   r.u.assign(p.HV * p.V, kNaN);
+  r.v = t.v;
+  r.beta.resize(p.HV);
+  for (int64_t vh = 0; vh < p.HV; ++vh) r.beta[vh] = beta_of(p, t.b[vh]);
   r.k.resize(p.H * p.K);
   for (int64_t kh = 0; kh < p.H; ++kh) {
     const Vec kn = l2norm(p, t.k, kh, 1.0);
@@ -167,13 +170,55 @@ double project_history(const GdnParams& p, const RingConfig& cfg, const GdnSeq& 
   return acc;
 }
 
+// A split-mode decode step (gdn.h Cache): ordinary steps materialise from the read copy with the
+// ring's u (computed from read-copy states) and append the record; flushes refold the history from
+// the checkpoint by conventional steps on the raw (v, beta, k^, g) of each record, recomputing
+// every u, take the token's step, then round the checkpoint and derive the read copy.
+Vec split_replay_step(const GdnParams& p, const RingConfig& cfg, GdnSeq& s, const GdnToken& t) {
+  const StateMode& mode = s.prec.mode;
+  const Cursor c = s.cursor;
+  if (!c.is_flush) {
+    GdnSeq view = s;
+    view.S0 = s.prec.read;
+    Vec S = gdn_materialize(p, cfg, view, c.h);
+    GdnRecord rec;
+    Vec y = step(p, S, t, rec);
+    s.ring[ring_row(c, c.h, cfg)] = rec;
+    return y;
+  }
+  Vec S = s.S0;
+  const int64_t gw = gate_width(p);
+  for (int64_t l = 0; l < c.h; ++l) {
+    const GdnRecord& rec = s.ring[ring_row(c, l, cfg)];
+    for (int64_t vh = 0; vh < p.HV; ++vh) {
+      const int64_t kh = key_head(p, vh);
+      for (int64_t r = 0; r < p.V; ++r) {
+        double* row = &S[(vh * p.V + r) * p.K];
+        double hk = 0.0;
+        for (int64_t ch = 0; ch < p.K; ++ch)
+          hk += row[ch] * std::exp(rec.g[vh * gw + gate_index(p, ch)]) * rec.k[kh * p.K + ch];
+        const double u = rec.beta[vh] * (rec.v[vh * p.V + r] - hk);
+        for (int64_t ch = 0; ch < p.K; ++ch)
+          row[ch] = row[ch] * std::exp(rec.g[vh * gw + gate_index(p, ch)]) + u * rec.k[kh * p.K + ch];
+      }
+    }
+  }
+  GdnRecord rec;
+  Vec y = step(p, S, t, rec);
+  s.S0 = quantize_state(mode.recurrence, S, p.HV, p.V, p.K, s.prec.sr);
+  s.prec.read = mode.has_read_copy() ? quantize_state(mode.read, S, p.HV, p.V, p.K, s.prec.sr) : s.S0;
+  if (mode.uses_sr()) ++s.prec.sr.step;
+  return y;
+}
+
 }  // namespace
 
 GdnSeq gdn_new_seq(const GdnParams& p, const RingConfig& cfg) {
   GdnSeq s;
   s.S0.assign(p.HV * p.V * p.K, 0.0);
   // Rows outside the live window hold NaN so that any out-of-window read shows up.
-  GdnRecord blank{Vec(p.HV * p.V, kNaN), Vec(p.H * p.K, kNaN), Vec(p.HV * gate_width(p), kNaN)};
+  GdnRecord blank{Vec(p.HV * p.V, kNaN), Vec(p.H * p.K, kNaN), Vec(p.HV * gate_width(p), kNaN),
+                  Vec(p.HV * p.V, kNaN), Vec(p.HV, kNaN)};
   s.ring.assign(cfg.rows(), blank);
   s.cursor = reset(cfg);
   return s;
@@ -204,9 +249,22 @@ Vec gdn_materialize(const GdnParams& p, const RingConfig& cfg, const GdnSeq& s, 
   return S;
 }
 
+Vec gdn_conventional_step_shared(const GdnParams& p, Vec& state, ModeState& prec,
+                                 const GdnToken& t) {
+  check<ConfigError>(prec.mode.shared, "ref::gdn_conventional_step_shared: needs a shared-* mode");
+  GdnRecord rec;
+  const Vec y = step(p, state, t, rec);
+  state = quantize_state(prec.mode.read, state, p.HV, p.V, p.K, prec.sr);
+  if (prec.mode.uses_sr()) ++prec.sr.step;
+  return y;
+}
+
 Vec gdn_replay_step(const GdnParams& p, const RingConfig& cfg, GdnSeq& s, const GdnToken& t) {
   check<ConfigError>(cfg.mode == RingMode::kDecode, "ref::gdn_replay_step: needs decode mode");
   check_room(cfg, s.cursor, 1, "ref::gdn_replay_step");
+  const StateMode& mode = s.prec.mode;
+  check<ConfigError>(!mode.shared, "ref::gdn_replay_step: shared baselines run the conventional step");
+  if (mode.is_split()) return split_replay_step(p, cfg, s, t);
   // By definition: materialise the state after the history, then take the conventional step.
   Vec S = gdn_materialize(p, cfg, s, s.cursor.h);
   GdnRecord rec;

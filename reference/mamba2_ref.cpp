@@ -84,17 +84,43 @@ Vec mamba2_materialize(const Mamba2Params& p, const RingConfig& cfg, const Mamba
   return S;
 }
 
+Vec mamba2_conventional_step_shared(const Mamba2Params& p, Vec& state, ModeState& prec,
+                                    const Mamba2Token& t) {
+  require(prec.mode.shared, "mamba2_conventional_step_shared: needs a shared-* mode");
+  const Vec y = mamba2_conventional_step(p, state, t);
+  state = quantize_state(prec.mode.read, state, p.H, p.P, p.N, prec.sr);
+  if (prec.mode.uses_sr()) ++prec.sr.step;
+  return y;
+}
+
 Vec mamba2_replay_step(const Mamba2Params& p, const RingConfig& cfg, Mamba2Seq& s,
                        const Mamba2Token& t) {
   require(cfg.mode == RingMode::kDecode, "mamba2_replay_step: needs a decode-mode ring");
   const Cursor c = s.cursor;
   require(c.h >= 0 && c.h < cfg.rows(), "mamba2_replay_step: cursor h outside the ring");
-  Vec S = mamba2_materialize(p, cfg, s, c.h);
+  const StateMode& mode = s.prec.mode;
+  require(!mode.shared, "mamba2_replay_step: shared baselines run the conventional step");
+  // Split modes: ordinary steps start from the read copy; flushes from the checkpoint.
+  Vec S;
+  if (mode.is_split() && !c.is_flush) {
+    Mamba2Seq view = s;
+    view.S0 = s.prec.read;
+    S = mamba2_materialize(p, cfg, view, c.h);
+  } else {
+    S = mamba2_materialize(p, cfg, s, c.h);
+  }
   const Vec y = mamba2_conventional_step(p, S, t);
-  if (c.is_flush)
+  if (c.is_flush) {
     s.S0 = S;  // history + current token folded; the record is not appended
-  else
+    if (mode.is_split()) {  // y came from the new state; now round the checkpoint, derive read
+      s.S0 = quantize_state(mode.recurrence, S, p.H, p.P, p.N, s.prec.sr);
+      s.prec.read = mode.has_read_copy() ? quantize_state(mode.read, S, p.H, p.P, p.N, s.prec.sr)
+                                         : s.S0;
+      if (mode.uses_sr()) ++s.prec.sr.step;
+    }
+  } else {
     s.ring[ring_row(c, c.h, cfg)] = record_of(p, t);
+  }
   return y;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "replayssm/errors.h"
+#include "replayssm/precision.h"
 #include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 
@@ -56,11 +57,38 @@ struct Tokens {
 /// (conventional_step, replay_step, reset_slots; verify not built yet): state float32, float16 or
 /// bfloat16 (float32 arithmetic, rounded to nearest even when stored), rings float32, q/k/v/a/b
 /// float32 or bfloat16; K 64 or 128, L <= 64; state, q, k, rings (KDA: a, dt_bias) 16-byte aligned.
+///
+/// State modes (precision.h; CPU backend only, the CUDA backend runs fp32/fp32 and rejects the
+/// others with UnsupportedError): `mode` says how `state` is stored and what else is used.
+///   fp32/fp32 (default): state and ring_u/k/g only, exactly as without modes.
+///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
+///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, HV, V, K]
+///     in mode.read's format (blocks along K, one nvfp4 global scale per (slot, value head));
+///     fp16sr/fp16sr keeps no read copy. Ordinary steps read `read` and the ring; their u is
+///     computed from the read copy and so carries its error, which is why the ring also keeps the
+///     raw v and beta of each record (ring_v, ring_beta, float32): the flush ignores ring_u and
+///     recomputes every correction exactly from the float32-decoded checkpoint, record by record
+///     (u_j = beta_j (v_j - S (alpha_j . k^_j)); S <- S diag(alpha_j) + u_j k^_j^T: the
+///     conventional step's own arithmetic), then takes the token's conventional step (y from the
+///     new float32 state), writes the checkpoint back and derives `read` from the new state. With
+///     an fp32 recurrence a flushed checkpoint therefore equals the conventional fp32 state of the
+///     same tokens bit for bit. Ring cost: R (HV V + HV) * 4 more bytes per slot.
+///   shared-<f> (conventional_step only): state is the one state in format f (nvfp4: uint8
+///     [slots, HV, V, K/2] with state_scales.blocks and .global), decoded, updated in float32 and
+///     re-encoded every step.
+///   sr (fp16sr modes): per-slot seeds and step counters of the stochastic rounding.
+/// verify() runs fp32/fp32 only.
 struct Cache {
   TensorView state;   ///< [slots, HV, V, K]
   TensorView ring_u;  ///< [slots, HV, R, V]  correction u of each record
   TensorView ring_k;  ///< [slots, H, R, K]   normalised key k^ of each record
   TensorView ring_g;  ///< [slots, HV, R] (GDN) or [slots, HV, R, K] (KDA): log-decay g (<= 0)
+  StateMode mode{};          ///< default fp32/fp32
+  StateScales state_scales;  ///< scales of a quantised state (fp8: rows; shared-nvfp4: blocks, global)
+  StateBuffer read;          ///< the read copy (split modes with has_read_copy())
+  SrKeys sr;                 ///< stochastic-rounding keys (modes with uses_sr())
+  TensorView ring_v;         ///< [slots, HV, R, V] float32: v of each record (split modes)
+  TensorView ring_beta;      ///< [slots, HV, R] float32: beta of each record (split modes)
 };
 
 /// Conventional decode step (T = 1): reads, updates and writes state[slot] of every real row;
@@ -85,8 +113,15 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y);
 
-/// Zero the state/checkpoint of the rows' slots (pad ids skipped). The ring needs no clearing:
+/// Zero the state/checkpoint of the rows' slots (pad ids skipped), with its scales, the read copy
+/// and the SR step counter in other modes (SR seeds are kept). The ring needs no clearing:
 /// replayssm::reset empties the slot's window, and rows outside the window are never read.
 void reset_slots(Cache& cache, const Rows& rows);
+
+/// Bytes of state per sequence of one layer in `mode` (the state memory table of issue 6); the
+/// split modes' extra ring bytes (ring_v, ring_beta) are not included.
+inline StateBytes state_bytes(const Dims& d, const StateMode& mode) {
+  return replayssm::state_bytes(mode, d.num_v_heads, d.head_v_dim, d.head_k_dim);
+}
 
 }  // namespace replayssm::gdn

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "replayssm/errors.h"
+#include "replayssm/precision.h"
 #include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 
@@ -47,11 +48,32 @@ struct Tokens {
 /// float32, float16 or bfloat16 (float32 arithmetic, rounded to nearest even when stored);
 /// ring_x and ring_B float32, or bfloat16 when the inputs are bfloat16 (a lossless copy);
 /// ring_dt float32; d_state 64 or 128, L <= 64; state, B, C and ring_B 16-byte aligned.
+///
+/// State modes (precision.h; CPU backend only, the CUDA backend runs fp32/fp32 and rejects the
+/// others with UnsupportedError): `mode` says how `state` is stored and what else is used.
+///   fp32/fp32 (default): only state, ring_x, ring_dt, ring_B, exactly as without modes.
+///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
+///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, H, P, N]
+///     in mode.read's format (blocks along d_state, one nvfp4 global scale per (slot, head));
+///     fp16sr/fp16sr keeps no read copy (ordinary steps read the checkpoint). Flushes fold the
+///     records into the float32-decoded checkpoint, write it back and derive `read` from the new
+///     float32 state; ordinary steps read `read` and the ring only. The ring is the same as in
+///     fp32/fp32 (its records do not depend on the state), so with an fp32 recurrence every
+///     flushed checkpoint equals fp32/fp32's bit for bit.
+///   shared-<f> (conventional_step only): state is the one state in format f (nvfp4: uint8
+///     [slots, H, P, N/2] with state_scales.blocks and .global), decoded, updated in float32 and
+///     re-encoded every step.
+///   sr (fp16sr modes): per-slot seeds and step counters of the stochastic rounding.
+/// verify() runs fp32/fp32 only.
 struct Cache {
   TensorView state;    ///< [slots, H, P, N]
   TensorView ring_x;   ///< [slots, H, R, P]  x of each record
   TensorView ring_dt;  ///< [slots, H, R]     processed delta of each record, float32
   TensorView ring_B;   ///< [slots, G, R, N]  B of each record
+  StateMode mode{};          ///< default fp32/fp32
+  StateScales state_scales;  ///< scales of a quantised state (fp8: rows; shared-nvfp4: blocks, global)
+  StateBuffer read;          ///< the read copy (split modes with has_read_copy())
+  SrKeys sr;                 ///< stochastic-rounding keys (modes with uses_sr())
 };
 
 /// Conventional decode step (T = 1): reads, updates and writes state[slot] for every real row and
@@ -77,8 +99,14 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y);
 
-/// Zero the state/checkpoint of the rows' slots (fresh or reused slots; pad ids skipped). The ring
+/// Zero the state/checkpoint of the rows' slots (fresh or reused slots; pad ids skipped), with its
+/// scales, the read copy and the SR step counter in other modes (SR seeds are kept). The ring
 /// rows are left as they are: replayssm::reset empties the ring by resetting the cursors.
 void reset_slots(Cache& cache, const Rows& rows);
+
+/// Bytes of state per sequence of one layer in `mode` (the state memory table of issue 6).
+inline StateBytes state_bytes(const Dims& d, const StateMode& mode) {
+  return replayssm::state_bytes(mode, d.nheads, d.headdim, d.d_state);
+}
 
 }  // namespace replayssm::mamba2

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/state_check.h"
 #include "common/validate.h"
 #include "cpu/gdn_cpu.h"
 #include "replayssm/errors.h"
@@ -90,6 +91,11 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
                  " and ", device_name(t->device), ")");
     first = false;
   }
+  validate::state_mode_runs(cache.mode,
+                            op == Op::kConventional ? validate::StateOp::kConventional
+                            : op == Op::kVerify     ? validate::StateOp::kVerify
+                                                    : validate::StateOp::kReplay,
+                            dev, name);
 
   expect(layer.A_log, Name(name, "A_log"), {HV}, {kF32}, dev);
   if (kda)
@@ -125,7 +131,10 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   c.y = op == Op::kVerify ? token_view(y_in, 4) : validate::with_token_axis(y_in, 4);
   expect(c.y, Name(name, "y"), {batch, T, HV, V}, {dt}, dev);
 
-  if (dev == Device::kCUDA)  // the CUDA kernels also keep 16-bit checkpoints (fp32 arithmetic)
+  if (!cache.mode.is_default())  // precision.h: the mode's state, scales, read copy, SR keys
+    validate::state_buffers(cache.mode, cache.state, cache.state_scales, cache.read, cache.sr, HV,
+                            V, K, dev, name);
+  else if (dev == Device::kCUDA)  // the CUDA kernels also keep 16-bit checkpoints (fp32 arithmetic)
     expect(cache.state, Name(name, "state"), {kAny, HV, V, K}, {kF32, DType::kF16, DType::kBF16},
            dev);
   else
@@ -143,6 +152,10 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
       expect(cache.ring_g, Name(name, "ring_g (KDA)"), {slots, HV, R, K}, {kF32}, dev);
     else
       expect(cache.ring_g, Name(name, "ring_g (GDN)"), {slots, HV, R}, {kF32}, dev);
+    if (cache.mode.is_split()) {  // the flush recomputes u from the raw v and beta
+      expect(cache.ring_v, Name(name, "ring_v (split mode)"), {slots, HV, R, V}, {kF32}, dev);
+      expect(cache.ring_beta, Name(name, "ring_beta (split mode)"), {slots, HV, R}, {kF32}, dev);
+    }
   }
 
   check<UnsupportedError>(dev == Device::kCPU || cuda_built(op), name,
@@ -199,6 +212,17 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* name = "gdn.reset_slots";
   const Device dev = cache.state.device;
+  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, name);
+  if (!cache.mode.is_default()) {
+    const TensorView& st = cache.state;
+    check<ShapeError>(!st.empty() && st.ndim == 4, name, " state: ",
+                      st.empty() ? "missing" : st.describe(), ", expected rank 4 [slots, HV, V, K]");
+    const int64_t K = st.shape[3] * (cache.mode.state_format() == StateFormat::kNvfp4 ? 2 : 1);
+    validate::state_buffers(cache.mode, st, cache.state_scales, cache.read, cache.sr, st.shape[1],
+                            st.shape[2], K, dev, name);
+    const std::vector<int32_t> ids = validate::slot_ids(rows, rows.slot_ids.shape[0], st.shape[0], name);
+    return cpu::reset_slots(cache, ids, rows.pad_slot_id);
+  }
   if (dev == Device::kCUDA) {
 #ifdef RSSM_WITH_CUDA
     return cuda::gdn::reset_slots(cache, rows);  // checks the state (16-bit too) and the rows

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/state_check.h"
 #include "common/validate.h"
 #include "cpu/mamba2_cpu.h"
 #include "replayssm/errors.h"
@@ -74,6 +75,9 @@ void check_tokens(const Layer& layer, const Tokens& in, const TensorView& y, int
 
 int64_t check_state(const Layer& layer, const Cache& cache, Device dev, const char* op) {
   const Dims& d = layer.dims;
+  if (!cache.mode.is_default())  // precision.h: the mode's state, scales, read copy, SR keys
+    return validate::state_buffers(cache.mode, cache.state, cache.state_scales, cache.read,
+                                   cache.sr, d.nheads, d.headdim, d.d_state, dev, op);
   if (dev == Device::kCUDA)  // the CUDA kernels also keep 16-bit checkpoints (fp32 arithmetic)
     validate::expect(cache.state, arg(op, "state").c_str(),
                      {kAny, d.nheads, d.headdim, d.d_state}, {kF32, DType::kF16, DType::kBF16},
@@ -153,6 +157,11 @@ Call check_call(const Layer& layer, const Cache& cache, const RingCursors* cur, 
   Call call;
   check_dims(layer.dims, op);
   call.device = device_of(layer, cache, in, rows, y, cur, op);
+  validate::state_mode_runs(cache.mode,
+                            !cur                              ? validate::StateOp::kConventional
+                            : mode == RingMode::kSpeculative ? validate::StateOp::kVerify
+                                                              : validate::StateOp::kReplay,
+                            call.device, op);
   if (cur) {
     cur->config.validate();
     check<ConfigError>(cur->config.mode == mode, op, ": ring mode is ",
@@ -208,7 +217,17 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* op = "mamba2.reset_slots";
   const Device dev = validate::common_device({&cache.state, &rows.slot_ids}, op);
-  if (dev == Device::kCUDA)
+  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, op);
+  if (!cache.mode.is_default()) {
+    // The state's head sizes are taken from the state itself (reset has no layer); n from the
+    // values (nvfp4: two elements per byte).
+    const TensorView& st = cache.state;
+    check<ShapeError>(!st.empty() && st.ndim == 4, op, " state: ", st.empty() ? "missing" : st.describe(),
+                      ", expected rank 4 [slots, H, P, N]");
+    const int64_t n = st.shape[3] * (cache.mode.state_format() == StateFormat::kNvfp4 ? 2 : 1);
+    validate::state_buffers(cache.mode, st, cache.state_scales, cache.read, cache.sr, st.shape[1],
+                            st.shape[2], n, dev, op);
+  } else if (dev == Device::kCUDA)
     validate::expect(cache.state, arg(op, "state").c_str(), {kAny, kAny, kAny, kAny},
                      {kF32, DType::kF16, DType::kBF16}, dev);
   else

@@ -220,6 +220,31 @@ RSSM_CODEC_FN uint16_t f16_sr(float x, uint32_t word) {
   return static_cast<uint16_t>(sign | ((f + r) >> 13));
 }
 
+/// float16 bits of x rounded to nearest, ties to even (the fp16 state / read copy of
+/// precision.h), saturating: results beyond 65504 and +-Inf become +-65504 (0x7BFF / 0xFBFF), as
+/// f16_sr does; NaN becomes the quiet NaN 0x7E00 with its sign.
+RSSM_CODEC_FN uint16_t f16_rne(float x) {
+  const uint32_t u = f32_bits(x), a = u & 0x7fffffffu;
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (a >= 0x38800000u) {  // |x| >= 2^-14: keep 10 of the 23 mantissa bits, ties to even
+    const uint32_t t = (a + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    if (t >= (143u << 10)) return static_cast<uint16_t>(sign | 0x7bffu);
+    return static_cast<uint16_t>(sign | (t - (112u << 10)));
+  }
+  // fp16 subnormals: mantissa = round(|x| * 2^24) = M * 2^(E - 126) rounded (may reach 1024).
+  const Unpacked p = unpack(a);
+  return static_cast<uint16_t>(sign | shift_rne(p.M, 126 - p.E));
+}
+
+/// Value of float16 bits (exact in float32; NaN -> 0x7FC00000).
+RSSM_CODEC_FN float f16_decode(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+  if (e == 31) return m ? f32_from_bits(kQuietNaN) : f32_from_bits(sign | 0x7f800000u);
+  if (e == 0) return f32_from_bits(f32_bits(mul_rn(static_cast<float>(m), 0x1p-24f)) | sign);
+  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+
 // ---- Philox4x32-10 ---------------------------------------------------------------------------
 
 struct Philox4 {

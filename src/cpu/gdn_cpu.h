@@ -26,5 +26,8 @@ void replay_step(const Call& call);
 void verify(const Call& call);
 /// Zero state[slot] of every real id.
 void reset_slots(const TensorView& state, const std::vector<int32_t>& slots, int32_t pad_slot_id);
+/// Any state mode (precision.h): zero the state and its scales, the read copy and the SR step
+/// counter of every real id.
+void reset_slots(const Cache& cache, const std::vector<int32_t>& slots, int32_t pad_slot_id);
 
 }  // namespace replayssm::gdn::cpu

@@ -21,12 +21,22 @@
 // conventional update's arithmetic), write it as the new checkpoint and use it as the base with an
 // empty history. Decode flush rows materialise S_h and then run update_row(), the conventional
 // step's own code, so L = 1 is the conventional step bit for bit.
+//
+// Split state modes (precision.h, decode mode only): the ordinary step uses the decoded read copy
+// as its base instead of S0 and also appends v and beta (ring_v, ring_beta); the flush decodes the
+// checkpoint and refolds the history with update_row() from the raw (v, beta, k^, g) of each
+// record, recomputing every u from the float32 checkpoint instead of reading ring_u (which
+// carries the read copy's error), then writes the checkpoint back and derives the read copy.
 #include <vector>
+
+#include "cpu/state_io.h"
 
 #include "gdn_cpu.h"
 #include "gdn_cpu_math.h"
 
 namespace replayssm::gdn::cpu {
+
+namespace state_io = replayssm::cpu::state_io;
 namespace {
 
 /// Per-thread buffers, sized once per call from the geometry (never from the pool size).
@@ -39,13 +49,16 @@ struct Scratch {
   std::vector<float> acc, w;               // [gw] running exponent and its exp
   std::vector<float> row, alpha, ak;       // [K]
   std::vector<float> hk, hq, U;            // [T]
-  explicit Scratch(const Geometry& geo) {
+  std::vector<float> hist_ak;              // [R*K] e^{g_j} . k^_j (split-mode refold)
+  std::vector<float> head;                 // [V*K] float32 copy of a (slot, head) (split modes)
+  explicit Scratch(const Geometry& geo, bool split) {
     const size_t T = geo.T, K = geo.K, R = geo.R, gw = geo.gw;
     khat.resize(T * K), qhat.resize(T * K), g.resize(T * gw), beta.resize(T);
     base_k.resize(T * K), base_q.resize(T * K), ch.resize(T * R), dh.resize(T * R);
     A.resize(T * T), W.resize(T * T), hist_alpha.resize(R * K);
     acc.resize(gw), w.resize(gw), row.resize(K), alpha.resize(K), ak.resize(K);
     hk.resize(T), hq.resize(T), U.resize(T);
+    if (split) hist_ak.resize(R * K), head.resize(geo.V * K);
   }
 };
 
@@ -62,6 +75,11 @@ class Worker {
     ring_u_ = c.cache->ring_u.ptr<float>();
     ring_k_ = c.cache->ring_k.ptr<float>();
     ring_g_ = c.cache->ring_g.ptr<float>();
+    split_ = c.cache->mode.is_split();
+    if (split_) {
+      ring_v_ = c.cache->ring_v.ptr<float>();
+      ring_beta_ = c.cache->ring_beta.ptr<float>();
+    }
   }
 
   /// Rows without a slot: y = 0, nothing read or written.
@@ -83,15 +101,28 @@ class Worker {
     decay(geo_, sc_.g.data(), sc_.khat.data(), sc_.alpha.data(), sc_.ak.data());
     history_decays(x);
     float* S = state_ + geo_.state_off(x.slot, x.vh);
+    if (split_) {  // the float32-decoded checkpoint
+      S = sc_.head.data();
+      state_io::decode_head(mode().recurrence, checkpoint(), sgeo(), x.slot, x.vh, S);
+    }
     const int64_t v_off = geo_.v_off(x.b, 0, x.vh), y_off = v_off;
     for (int64_t r = 0; r < geo_.V; ++r) {
       float* row = sc_.row.data();
-      materialise_row(x, S + r * geo_.K, r, row);
+      if (split_)
+        refold_row(x, S + r * geo_.K, r, row);
+      else
+        materialise_row(x, S + r * geo_.K, r, row);
       const float y =
           update_row(row, sc_.alpha.data(), sc_.ak.data(), sc_.khat.data(), sc_.qhat.data(), geo_.K,
                      sc_.beta[0], load_f32(c_.in.v, v_off + r));
       for (int64_t c = 0; c < geo_.K; ++c) S[r * geo_.K + c] = row[c];
       store_f32(c_.y, y_off + r, y);
+    }
+    if (split_) {  // write the checkpoint back; derive the read copy from the float32 state
+      const state_io::SrDraw sr = sr_key(x.slot);
+      state_io::encode_head(mode().recurrence, checkpoint(), sgeo(), x.slot, x.vh, S, sr);
+      if (mode().has_read_copy())
+        state_io::encode_head(mode().read, c_.cache->read, sgeo(), x.slot, x.vh, S, sr);
     }
   }
 
@@ -104,6 +135,14 @@ class Worker {
     coefficients(x, first);
     if (x.flush) history_decays(x);
     float* S = state_ + geo_.state_off(x.slot, x.vh);
+    if (split_) {  // ordinary split-mode step (never a flush here): base = decoded read copy
+      S = sc_.head.data();
+      if (mode().has_read_copy())
+        state_io::decode_head(mode().read, c_.cache->read, sgeo(), x.slot, x.vh, S);
+      else
+        state_io::decode_head(mode().recurrence, checkpoint(), sgeo(), x.slot, x.vh, S);
+      append_v_and_beta(x);
+    }
     for (int64_t r = 0; r < geo_.V; ++r) {
       const float* base = S + r * K;
       if (x.flush) {
@@ -142,6 +181,40 @@ class Worker {
 
  private:
   int64_t phys(const Job& x, int64_t l) const { return (x.origin + l) % geo_.R; }
+
+  const StateMode& mode() const { return c_.cache->mode; }
+  StateBuffer checkpoint() const { return StateBuffer{c_.cache->state, c_.cache->state_scales}; }
+  state_io::Geo sgeo() const { return state_io::Geo{geo_.HV, geo_.V, geo_.K}; }
+  state_io::SrDraw sr_key(int64_t slot) const {
+    return mode().uses_sr() ? state_io::sr_draw(c_.cache->sr, slot) : state_io::SrDraw{};
+  }
+  int64_t beta_off(int64_t slot, int64_t vh, int64_t row) const {
+    return (slot * geo_.HV + vh) * geo_.R + row;
+  }
+
+  /// Split modes: the raw v (layout of ring_u) and beta of the window tokens' records.
+  void append_v_and_beta(const Job& x) {
+    for (int64_t s = 0; s < x.Tb; ++s) {
+      const int64_t p = phys(x, x.h + s);
+      float* v = ring_v_ + geo_.ring_u_off(x.slot, x.vh, p);
+      for (int64_t r = 0; r < geo_.V; ++r) v[r] = load_f32(c_.in.v, geo_.v_off(x.b, s, x.vh) + r);
+      ring_beta_[beta_off(x.slot, x.vh, p)] = sc_.beta[s];
+    }
+  }
+
+  /// Split modes: row r of S_h refolded from the checkpoint row s0 with the conventional update
+  /// of each history record, u_j recomputed from (v_j, beta_j) (ring_u is not read).
+  void refold_row(const Job& x, const float* s0, int64_t r, float* row) const {
+    const int64_t K = geo_.K;
+    for (int64_t c = 0; c < K; ++c) row[c] = s0[c];
+    for (int64_t j = 0; j < x.h; ++j) {
+      const int64_t p = phys(x, j);
+      const float* kj = ring_k_ + geo_.ring_k_off(x.slot, x.kh, p);
+      const float v = ring_v_[geo_.ring_u_off(x.slot, x.vh, p) + r];
+      update_row(row, &sc_.hist_alpha[j * K], &sc_.hist_ak[j * K], kj, kj, K,
+                 ring_beta_[beta_off(x.slot, x.vh, p)], v);
+    }
+  }
 
   void zero_y(int64_t b, int64_t vh, int64_t from) const {
     for (int64_t s = from; s < geo_.T; ++s)
@@ -204,6 +277,11 @@ class Worker {
       const float* gj = gate_at(x, j);
       for (int64_t c = 0; c < geo_.K; ++c)
         sc_.hist_alpha[j * geo_.K + c] = std::exp(gj[geo_.gi(c)]);
+      if (split_) {  // alpha . k^ as decay() forms it for the conventional step
+        const float* kj = ring_k_ + geo_.ring_k_off(x.slot, x.kh, phys(x, j));
+        for (int64_t c = 0; c < geo_.K; ++c)
+          sc_.hist_ak[j * geo_.K + c] = sc_.hist_alpha[j * geo_.K + c] * kj[c];
+      }
     }
   }
 
@@ -237,6 +315,8 @@ class Worker {
   const Call& c_;
   Scratch& sc_;
   float *state_, *ring_u_, *ring_k_, *ring_g_;
+  float *ring_v_ = nullptr, *ring_beta_ = nullptr;
+  bool split_ = false;
 };
 
 template <class Body>
@@ -245,7 +325,7 @@ void for_each_job(const Call& c, Body body) {
   const int64_t batch = static_cast<int64_t>(c.slots.size()), n = batch * geo.HV;
 #pragma omp parallel if (geo.parallel(batch))
   {
-    Scratch sc(geo);
+    Scratch sc(geo, c.cache->mode.is_split());
     Worker w(geo, c, sc);
 #pragma omp for schedule(static)
     for (int64_t idx = 0; idx < n; ++idx) {
@@ -267,6 +347,11 @@ void replay_step(const Call& c) {
     else
       w.window(x);
   });
+  // Split modes with stochastic rounding: one SR write per flushed slot.
+  if (c.cache->mode.is_split() && c.cache->mode.uses_sr())
+    for (int32_t s : c.slots)
+      if (s != c.pad_slot_id && c.cursors->is_flush.ptr<int8_t>()[s])
+        state_io::sr_advance(c.cache->sr, s);
 }
 
 void verify(const Call& c) {

@@ -1,16 +1,37 @@
 // Mamba-2 decode on the CPU: the conventional step, the ReplaySSM step (ordinary output-only
 // route and flush) and slot reset. Arguments were validated by the host API.
+// State modes (precision.h): fp32/fp32 works on `state` in place. Other modes run the same
+// arithmetic on a float32 copy of the (slot, head): the conventional step of a shared baseline
+// decodes the state, updates it and re-encodes it; a split-mode flush decodes the checkpoint,
+// folds, re-encodes it and derives the read copy from the folded float32 state; a split-mode
+// ordinary step reads the decoded read copy in place of S0.
 #include "cpu/mamba2_cpu.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "cpu/mamba2_cpu_impl.h"
+#include "cpu/state_io.h"
 
 namespace replayssm::cpu::mamba2 {
 namespace {
 
 const float* opt_ptr(const TensorView& t) { return t.empty() ? nullptr : t.ptr<const float>(); }
+
+state_io::Geo state_geo(const Geo& geo) { return state_io::Geo{geo.H, geo.P, geo.N}; }
+
+/// The SR key of a slot's write (zero key when the mode draws no random bits).
+state_io::SrDraw sr_of(const Cache& cache, int32_t slot) {
+  return cache.mode.uses_sr() ? state_io::sr_draw(cache.sr, slot) : state_io::SrDraw{};
+}
+
+/// Advances the SR step counter of every real row's slot that was written (rows with `wrote`).
+template <class Wrote>
+void advance_sr(const Cache& cache, const HostRows& rows, Wrote wrote) {
+  if (!cache.mode.uses_sr()) return;
+  for (int64_t b = 0; b < rows.batch(); ++b)
+    if (!rows.is_pad(b) && wrote(rows.slot[b])) state_io::sr_advance(cache.sr, rows.slot[b]);
+}
 
 }  // namespace
 
@@ -21,10 +42,12 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
   const float* D = opt_ptr(layer.D);
   float* state = cache.state.ptr<float>();
   const int64_t work = rows.batch() * H;
+  const bool shared = cache.mode.shared;  // a shared baseline: decode, update, re-encode
+  const StateBuffer sbuf{cache.state, cache.state_scales};
 #pragma omp parallel if (worth_threads(work * P * N))
   {
     HeadToken tok(P, N);
-    std::vector<float> out(P);
+    std::vector<float> out(P), head(shared ? P * N : 0);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < work; ++i) {
       const int64_t b = i / H, h = i % H;
@@ -35,13 +58,21 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
       tok.load(layer, in, geo, b, 0, h);
       const float a = std::exp(tok.s.delta * tok.s.A);
       float* S = state + geo.state(rows.slot[b], h);
+      if (shared) {
+        S = head.data();
+        state_io::decode_head(cache.mode.read, sbuf, state_geo(geo), rows.slot[b], h, S);
+      }
       for (int64_t p = 0; p < P; ++p) {
         const float acc = update_and_read(S + p * N, N, a, tok.s.delta * tok.x[p], tok.B.data(), tok.C.data());
         out[p] = finish(acc, D, h, tok.x[p], tok.z_at(p));
       }
+      if (shared)
+        state_io::encode_head(cache.mode.read, sbuf, state_geo(geo), rows.slot[b], h, S,
+                              sr_of(cache, rows.slot[b]));
       store_row(y, geo.y(b, 0, h), P, out.data());
     }
   }
+  advance_sr(cache, rows, [](int32_t) { return true; });
 }
 
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -80,10 +111,16 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   }
 
   const int64_t work = batch * H;
+  const StateMode& mode = cache.mode;
+  const bool split = mode.is_split();
+  const StateBuffer ckpt{cache.state, cache.state_scales};
+  // What ordinary steps read: the read copy, or (fp16sr/fp16sr) the checkpoint itself.
+  const StateBuffer& rd = mode.has_read_copy() ? cache.read : ckpt;
+  const StateFormat rd_format = mode.has_read_copy() ? mode.read : mode.recurrence;
 #pragma omp parallel if (worth_threads(work * P * N))
   {
     HeadToken tok(P, N);
-    std::vector<float> out(P), row(N);
+    std::vector<float> out(P), row(N), head(split ? P * N : 0);
     std::vector<float> delta(R + 1), cum(R + 1), w(R + 1);
     std::vector<const float*> xs(R + 1), Bs(R + 1);
 #pragma omp for schedule(static)
@@ -106,6 +143,13 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
         Bs[j] = ring_B + geo.ring_B(slot, g, r);
       }
       float* S0 = state + geo.state(slot, h);
+      if (split) {  // a float32 copy: the decoded checkpoint (flush) or read copy (ordinary)
+        S0 = head.data();
+        if (c.is_flush)
+          state_io::decode_head(mode.recurrence, ckpt, state_geo(geo), slot, h, S0);
+        else
+          state_io::decode_head(rd_format, rd, state_geo(geo), slot, h, S0);
+      }
 
       if (c.is_flush) {
         // Fold the history into the checkpoint row by row, then the current token through the
@@ -119,6 +163,11 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
           const float acc = update_and_read(row.data(), N, a, hs.delta * x[p], tok.B.data(), tok.C.data());
           std::copy(row.begin(), row.end(), S0 + p * N);
           out[p] = finish(acc, D, h, x[p], tok.z_at(p));
+        }
+        if (split) {  // write the checkpoint back; derive the read copy from the float32 state
+          state_io::encode_head(mode.recurrence, ckpt, state_geo(geo), slot, h, S0, sr_of(cache, slot));
+          if (mode.has_read_copy())
+            state_io::encode_head(mode.read, cache.read, state_geo(geo), slot, h, S0, sr_of(cache, slot));
         }
       } else {
         // Output-only route: y = abar (S0 . C) + sum_j s_j beta_j x_j + D x; no state formed.
@@ -140,9 +189,24 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
       store_row(y, geo.y(b, 0, h), P, out.data());
     }
   }
+  if (split)
+    advance_sr(cache, rows, [&](int32_t slot) { return cursor_of(cursors, slot).is_flush; });
 }
 
 void reset_slots(Cache& cache, const HostRows& rows) {
+  if (!cache.mode.is_default()) {  // every buffer of the mode, and the SR step counter
+    const StateMode& mode = cache.mode;
+    const TensorView& st = cache.state;
+    const int64_t n = st.shape[3] * (mode.state_format() == StateFormat::kNvfp4 ? 2 : 1);
+    const state_io::Geo g{st.shape[1], st.shape[2], n};
+    for (int64_t b = 0; b < rows.batch(); ++b) {
+      if (rows.is_pad(b)) continue;
+      state_io::zero_slot(mode.state_format(), StateBuffer{st, cache.state_scales}, g, rows.slot[b]);
+      if (mode.has_read_copy()) state_io::zero_slot(mode.read, cache.read, g, rows.slot[b]);
+      if (mode.uses_sr()) state_io::sr_reset(cache.sr, rows.slot[b]);
+    }
+    return;
+  }
   const TensorView& st = cache.state;
   const int64_t per_slot = st.shape[1] * st.shape[2] * st.shape[3];
   float* state = cache.state.ptr<float>();
