@@ -17,6 +17,7 @@
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/serve.h"
+#include "replayssm/engine/speculative.h"
 #include "replayssm/engine/tokenizer.h"
 #include "replayssm/errors.h"
 
@@ -31,6 +32,8 @@ struct GenerateOptions {
   int top_k = 0;
   uint64_t seed = 0;
   bool compare = false, quiet = false;
+  int speculate = 0;                          ///< T (1..8); 0: no speculative decoding
+  std::string drafter = "ngram", spec_mode = "replay";
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -71,6 +74,7 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
 struct Run {
   std::vector<engine::Completion> out;
   engine::ServeStats stats;
+  engine::SpecStats spec;
   int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
 
@@ -92,7 +96,10 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   const int batch = batch_size(o, reqs.size());
   mo.max_slots = batch;
   mo.dt_floor = o.dt_floor;
+  mo.spec_T = o.speculate;
   auto model = engine::Model::load(o.model, mo);
+  std::unique_ptr<engine::Drafter> drafter;
+  if (o.speculate > 0) drafter = engine::make_drafter(o.drafter, *model);
   engine::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   Run r;
   r.ring = model->options().ring_L;
@@ -112,7 +119,11 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
     bar.tick(long(done - shown));
     shown = done;
   };
-  r.out = engine::serve(*model, reqs, batch, sp, &r.stats, on_token, on_step);
+  if (o.speculate > 0)
+    r.out = engine::serve_speculative(*model, reqs, batch, sp, {o.speculate, drafter.get()},
+                                      &r.stats, &r.spec, on_token, on_step);
+  else
+    r.out = engine::serve(*model, reqs, batch, sp, &r.stats, on_token, on_step);
   bar.done();
   return r;
 }
@@ -151,7 +162,14 @@ int generate(const GenerateOptions& o) {
       engine::parse_config(engine::Checkpoint::open(opt.model).config()).vocab_size == 256;
   const auto reqs = make_requests(opt, bytes);
   const bool stream = reqs.size() == 1 && !opt.quiet;
-  const auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+  auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+  if (opt.speculate > 0) {
+    // The speculative mode decides how the SSM layers run: ReplaySSM verify, or the peers'
+    // snapshot baseline on conventional states.
+    check<ConfigError>(!opt.compare, "--compare runs without --speculate (compare the "
+                                     "speculative modes with --spec-mode replay / snapshot)");
+    mode = opt.spec_mode == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+  }
 
   Run main_run;
   try {
@@ -180,7 +198,15 @@ int generate(const GenerateOptions& o) {
              "after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
              opt.model, reqs.size(), s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
-             opt.ssm, main_run.ring, batch_size(opt, reqs.size()));
+             opt.speculate > 0 ? opt.spec_mode : opt.ssm, main_run.ring,
+             batch_size(opt, reqs.size()));
+  if (opt.speculate > 0) {
+    const auto& sp = main_run.spec;
+    fmt::print("speculative: T {}, drafter {}, {} mode: mean accepted {:.2f} tokens per step "
+               "(1..{}), {} of {} drafts kept ({:.0f}%), drafting {:.2f} s\n",
+               opt.speculate, opt.drafter, opt.spec_mode, sp.mean_accepted(), opt.speculate,
+               sp.accepted_drafts, sp.drafted, 100 * sp.draft_acceptance(), sp.draft_seconds);
+  }
   if (!opt.compare) return 0;
 
   const auto other = mode == engine::SsmMode::kReplay ? engine::SsmMode::kConventional
@@ -258,6 +284,19 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
+  auto* spec = sub->add_option("--speculate", o->speculate,
+                  "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
+                  "drafts; CPU only)")
+      ->check(CLI::Range(1, 8));
+  sub->add_option("--drafter", o->drafter,
+                  "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
+                  "same vocabulary, greedy)")
+      ->needs(spec);
+  sub->add_option("--spec-mode", o->spec_mode,
+                  "with --speculate: replay (ReplaySSM verify) or snapshot (the peers' baseline: "
+                  "one state snapshot per draft token)")
+      ->check(CLI::IsMember({"replay", "snapshot"}))
+      ->needs(spec);
   sub->add_flag("-q,--quiet", o->quiet, "print only the report lines");
   sub->callback([&action, o] { action = [o] { return generate(*o); }; });
 }

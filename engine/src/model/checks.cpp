@@ -28,8 +28,17 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
                           "' is not built (available: fp32; on CUDA also bf16, fp16)");
   check<UnsupportedError>(!half || opt.cuda, "state mode '", opt.state,
                           "' runs on the CUDA engine only (the CPU backend keeps fp32 state)");
+  check<ConfigError>(opt.spec_T >= 0 && opt.spec_T <= 8, "speculative T is ", opt.spec_T,
+                     ", expected 1..8 (0: no speculative decoding)");
   ModelOptions out = opt;
-  if (out.ring_L == 0) out.ring_L = auto_ring_length(cfg, out.max_slots);
+  if (out.ring_L == 0) {
+    out.ring_L = auto_ring_length(cfg, out.max_slots);
+    // A speculative ring needs room for the committed history and T drafts (ring.h: L >= 2T).
+    out.ring_L = std::max(out.ring_L, 2 * out.spec_T);
+  }
+  check<ConfigError>(out.spec_T == 0 || out.ssm != SsmMode::kReplay || out.ring_L >= 2 * out.spec_T,
+                     "ring length L is ", out.ring_L, ", expected >= 2T = ", 2 * out.spec_T,
+                     " for speculative decoding with T = ", out.spec_T);
   return out;
 }
 
@@ -55,6 +64,58 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                        V, ")");
     check<SlotError>(position[slots[b]] < opt.max_context, "slot ", slots[b],
                      " is full: context ", opt.max_context, " tokens");
+  }
+}
+
+}  // namespace replayssm::engine
+
+namespace replayssm::engine {
+
+void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
+                  const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                  std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
+                  std::span<const float> logits) {
+  const int64_t B = static_cast<int64_t>(slots.size()), V = cfg.vocab_size;
+  check<ShapeError>(num_tokens.size() == slots.size(), "verify: ", num_tokens.size(),
+                    " token counts for ", slots.size(), " rows, expected one per row");
+  std::set<int32_t> seen;
+  int64_t total = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t s = slots[b], n = num_tokens[b];
+    if (s == -1) {
+      check<SlotError>(n == 0, "verify: pad row ", b, " feeds ", n, " tokens, expected 0");
+      continue;
+    }
+    check<SlotError>(s >= 0 && s < opt.max_slots, "slot id ", s, " is outside [0, ",
+                     opt.max_slots, ") (-1: pad row)");
+    check<SlotError>(seen.insert(s).second, "slot id ", s, " appears twice in one step");
+    check<SlotError>(n >= 1 && n <= opt.spec_T, "verify: row ", b, " feeds ", n,
+                     " tokens, expected 1..", opt.spec_T, " (spec_T)");
+    check<SlotError>(position[s] + n <= opt.max_context, "slot ", s, " is full: ", position[s],
+                     " + ", n, " tokens exceed the context of ", opt.max_context);
+    total += n;
+  }
+  check<ShapeError>(int64_t(tokens.size()) == total, "verify: ", tokens.size(),
+                    " tokens, expected the sum of num_tokens = ", total);
+  check<ShapeError>(int64_t(logits.size()) == total * V, "verify: logits hold ", logits.size(),
+                    " floats, expected tokens * vocab = ", total * V);
+  for (int32_t t : tokens)
+    check<ConfigError>(t >= 0 && t < V, "token ", t, " is outside [0, ", V, ")");
+}
+
+void check_accepted(const int32_t* slots, const int32_t* ntok, int64_t rows,
+                    std::span<const int32_t> accepted) {
+  check<ShapeError>(int64_t(accepted.size()) == rows, "accept: ", accepted.size(),
+                    " counts, expected one per row of the verify step (", rows, ")");
+  for (int64_t b = 0; b < rows; ++b) {
+    if (slots[b] < 0) {
+      check<SlotError>(accepted[b] == 0, "accept: pad row ", b, " accepted ", accepted[b],
+                       ", expected 0");
+      continue;
+    }
+    check<SlotError>(accepted[b] >= 0 && accepted[b] <= ntok[b], "accept: row ", b, " accepted ",
+                     accepted[b], ", expected 1..", ntok[b],
+                     " (tokens fed to that row; 0 discards the row's step)");
   }
 }
 

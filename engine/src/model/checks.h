@@ -22,4 +22,16 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                 const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                 std::span<const int32_t> slots, std::span<const float> logits);
 
+/// The arguments of Model::verify (model.h): per row a distinct slot feeding 1..spec_T tokens
+/// with room in its context, or a pad row (slot -1, 0 tokens); tokens and logits sized by the sum.
+void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
+                  const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                  std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
+                  std::span<const float> logits);
+
+/// The counts of Model::accept: one per row of the pending verify, 0..ntok[b] (0 for pad rows;
+/// 0 on a real row discards its step).
+void check_accepted(const int32_t* slots, const int32_t* ntok, int64_t rows,
+                    std::span<const int32_t> accepted);
+
 }  // namespace replayssm::engine

@@ -11,6 +11,7 @@
 #include "model/moe.h"
 #include "model/weights.h"
 #include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/errors.h"
 
 namespace replayssm::engine {
 
@@ -24,7 +25,10 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
   cur_origin_.assign(S, 0);
   cur_h_.assign(S, 0);
   cur_flush_.assign(S, 0);
-  ssm_.cursors.config = RingConfig{opt_.ring_L, 1, RingMode::kDecode};
+  ssm_.spec_T = opt_.spec_T;
+  ssm_.cursors.config = opt_.spec_T > 0
+                            ? RingConfig{opt_.ring_L, opt_.spec_T, RingMode::kSpeculative}
+                            : RingConfig{opt_.ring_L, 1, RingMode::kDecode};
   ssm_.cursors.config.validate();
   ssm_.cursors.origin = make_view(cur_origin_.data(), DType::kI32, {S});
   ssm_.cursors.h = make_view(cur_h_.data(), DType::kI32, {S});
@@ -54,6 +58,7 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
 }
 
 void CpuModel::reset(std::span<const int32_t> slots) {
+  check<ProtocolError>(!pending_, "reset: a verify step awaits accept()");
   check_slot_ids(slots, opt_.max_slots);
   if (slots.empty()) return;
   std::vector<int32_t> ids(slots.begin(), slots.end());
@@ -64,41 +69,116 @@ void CpuModel::reset(std::span<const int32_t> slots) {
   for (int32_t s : slots) position_[s] = 0;
 }
 
-void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
-                    std::span<float> logits) {
-  const int64_t B = static_cast<int64_t>(slots.size()), H = cfg_.hidden_size;
-  check_step(cfg_, opt_, position_, tokens, slots, logits);
-  if (B == 0) return;
-
+void CpuModel::make_batch(std::span<const int32_t> slots, bool speculative) {
+  const int64_t B = static_cast<int64_t>(slots.size());
   slot_buf_.assign(slots.begin(), slots.end());
   pos_buf_.resize(B);
-  for (int64_t b = 0; b < B; ++b) pos_buf_[b] = position_[slots[b]];
-  Batch batch;
-  batch.n = B;
-  batch.slots = slot_buf_.data();
-  batch.pos = pos_buf_.data();
-  batch.rows.slot_ids = make_view(slot_buf_.data(), DType::kI32, {B});
+  off_.resize(B);
+  int64_t tokens = 0, widest = 1;
+  for (int64_t b = 0; b < B; ++b) {
+    pos_buf_[b] = slots[b] >= 0 ? position_[slots[b]] : 0;
+    off_[b] = tokens;
+    tokens += ntok_[b];
+    widest = std::max<int64_t>(widest, ntok_[b]);
+  }
+  batch_ = Batch{};
+  batch_.n = B;
+  batch_.tokens = tokens;
+  batch_.T = widest;
+  batch_.slots = slot_buf_.data();
+  batch_.pos = pos_buf_.data();
+  batch_.ntok = ntok_.data();
+  batch_.off = off_.data();
+  batch_.speculative = speculative;
+  batch_.rows.slot_ids = make_view(slot_buf_.data(), DType::kI32, {B});
+  batch_.rows.pad_slot_id = -1;
+  if (speculative) batch_.rows.num_tokens = make_view(ntok_.data(), DType::kI32, {B});
+}
 
-  hidden_.resize(B * H);
-  normed_.resize(B * H);
-  delta_.resize(B * H);
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(&hidden_[b * H], &embed_[tokens[b] * H], H * sizeof(float));
+void CpuModel::forward(std::span<const int32_t> tokens, std::span<float> logits) {
+  const int64_t NT = batch_.tokens, H = cfg_.hidden_size;
+  hidden_.resize(NT * H);
+  normed_.resize(NT * H);
+  delta_.resize(NT * H);
+  for (int64_t i = 0; i < NT; ++i)
+    std::memcpy(&hidden_[i * H], &embed_[tokens[i] * H], H * sizeof(float));
   const bool qwen_norm = cfg_.qwen_norm;
   for (auto& s : sub_) {
-    cpu::rms_norm(hidden_.data(), s.norm.data(), B, H, cfg_.norm_eps, qwen_norm, normed_.data());
-    s.mixer->forward(normed_.data(), delta_.data(), batch);
-    for (int64_t i = 0; i < B * H; ++i) hidden_[i] += delta_[i];
+    cpu::rms_norm(hidden_.data(), s.norm.data(), NT, H, cfg_.norm_eps, qwen_norm, normed_.data());
+    s.mixer->forward(normed_.data(), delta_.data(), batch_);
+    for (int64_t i = 0; i < NT * H; ++i) hidden_[i] += delta_[i];
   }
-  cpu::rms_norm(hidden_.data(), final_norm_.data(), B, H, cfg_.norm_eps, qwen_norm,
+  cpu::rms_norm(hidden_.data(), final_norm_.data(), NT, H, cfg_.norm_eps, qwen_norm,
                 normed_.data());
-  lm_head_.apply(normed_.data(), B, logits.data());
+  lm_head_.apply(normed_.data(), NT, logits.data());
+}
 
+void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                    std::span<float> logits) {
+  check<ProtocolError>(!pending_, "step: a verify step awaits accept()");
+  const int64_t B = static_cast<int64_t>(slots.size());
+  check_step(cfg_, opt_, position_, tokens, slots, logits);
+  if (B == 0) return;
+  if (opt_.spec_T > 0) {
+    // A model built for verify steps runs every step as one (T_b = 1, all accepted): its SSM
+    // rings are in speculative mode and the snapshot baseline keeps its state in the pool.
+    const std::vector<int32_t> ones(B, 1);
+    verify(tokens, ones, slots, logits);
+    accept(ones);
+    return;
+  }
+  ntok_.assign(B, 1);
+  make_batch(slots, false);
+  forward(tokens, logits);
   if (ssm_.mode == SsmMode::kReplay) {
     accepted_.assign(B, 1);
-    replayssm::commit(ssm_.cursors, batch.rows, make_view(accepted_.data(), DType::kI32, {B}));
+    replayssm::commit(ssm_.cursors, batch_.rows, make_view(accepted_.data(), DType::kI32, {B}));
   }
   for (int32_t s : slots) ++position_[s];
+}
+
+void CpuModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                      std::span<const int32_t> slots, std::span<float> logits) {
+  check<UnsupportedError>(opt_.spec_T > 0,
+                          "verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
+  check_verify(cfg_, opt_, position_, tokens, num_tokens, slots, logits);
+  ntok_.assign(num_tokens.begin(), num_tokens.end());
+  make_batch(slots, true);
+  if (batch_.tokens > 0) forward(tokens, logits);  // (pad rows only: nothing to run)
+  pending_ = true;
+}
+
+void CpuModel::accept(std::span<const int32_t> accepted) {
+  check<ProtocolError>(pending_, "accept: no verify step is pending");
+  const int64_t B = batch_.n;
+  check_accepted(batch_.slots, batch_.ntok, B, accepted);
+  accepted_.assign(accepted.begin(), accepted.end());
+  for (auto& s : sub_) s.mixer->accept(batch_, accepted_.data());
+  if (ssm_.mode == SsmMode::kReplay) {
+    // One commit for every SSM layer. A discarded row (0 kept) is a pad row to the library's
+    // commit (which takes 1..T_b); its cursor moves by ring.h's rule with n = 0 instead: no record
+    // becomes history, and a flush step's fold of the committed history (already in the
+    // checkpoint) still rebases the origin.
+    commit_ids_.assign(slot_buf_.begin(), slot_buf_.end());
+    for (int64_t b = 0; b < B; ++b)
+      if (accepted_[b] == 0) commit_ids_[b] = -1;
+    Rows rows = batch_.rows;
+    rows.slot_ids = make_view(commit_ids_.data(), DType::kI32, {B});
+    replayssm::commit(ssm_.cursors, rows, make_view(accepted_.data(), DType::kI32, {B}));
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t s = batch_.slots[b];
+      if (s < 0 || accepted_[b] != 0) continue;
+      const Cursor c{cur_origin_[s], cur_h_[s], cur_flush_[s] != 0};
+      const Cursor next = commit_cursor(c, 0, ssm_.cursors.config);
+      cur_origin_[s] = next.origin;
+      cur_h_[s] = next.h;
+      cur_flush_[s] = next.is_flush ? 1 : 0;
+    }
+  }
+  for (int64_t b = 0; b < B; ++b)
+    if (batch_.slots[b] >= 0) position_[batch_.slots[b]] += accepted_[b];
+  pending_ = false;
 }
 
 }  // namespace replayssm::engine

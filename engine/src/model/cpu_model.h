@@ -17,8 +17,16 @@ class CpuModel final : public Model {
   void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
             std::span<float> logits) override;
   int64_t position(int32_t slot) const override { return position_.at(slot); }
+  void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+              std::span<const int32_t> slots, std::span<float> logits) override;
+  void accept(std::span<const int32_t> accepted) override;
 
  private:
+  /// Fills batch_ for rows feeding ntok_ tokens (pad rows: slot -1, 0 tokens).
+  void make_batch(std::span<const int32_t> slots, bool speculative);
+  /// Embeds the packed tokens, runs every sub-layer and the head: logits [batch_.tokens, vocab].
+  void forward(std::span<const int32_t> tokens, std::span<float> logits);
+
   struct Sublayer {
     std::vector<float> norm;
     std::unique_ptr<Mixer> mixer;
@@ -33,8 +41,10 @@ class CpuModel final : public Model {
   std::vector<float> embed_, final_norm_;
   cpu::Linear lm_head_;
   std::vector<Sublayer> sub_;
-  std::vector<int32_t> slot_buf_, accepted_;
-  std::vector<int64_t> pos_buf_;
+  std::vector<int32_t> slot_buf_, ntok_, accepted_, commit_ids_;
+  std::vector<int64_t> pos_buf_, off_;
+  Batch batch_;
+  bool pending_ = false;  ///< a verify() awaits accept()
   std::vector<float> hidden_, normed_, delta_;
 };
 

@@ -1,11 +1,14 @@
 // Qwen3-Next / Qwen3.5 Gated DeltaNet mixer decode step (models.md §2.4-2.5): projections
 // (Qwen3-Next: de-interleaved per key head), causal conv + SiLU on [q | k | v], the GDN step
 // through the library (L2 norm, scale, beta, gate inside the op), per-head RMSNorm then
-// * silu(z), out_proj.
+// * silu(z), out_proj. Speculative verify steps (T tokens per row): the library's verify (replay)
+// or the snapshot baseline (conventional), conv rollback on accept.
 #include <algorithm>
 #include <cstring>
 
+#include "model/conv_rollback.h"
 #include "model/mixer.h"
+#include "model/snapshots.h"
 #include "model/weights.h"
 #include "replayssm/gdn.h"
 
@@ -42,50 +45,56 @@ class GdnMixer final : public Mixer {
     cache_.ring_u = make_view(ring_u_.data(), DType::kF32, {slots_, Hv, R, dv});
     cache_.ring_k = make_view(ring_k_.data(), DType::kF32, {slots_, Hk, R, dk});
     cache_.ring_g = make_view(ring_g_.data(), DType::kF32, {slots_, Hv, R});
+    if (ssm_.mode == SsmMode::kConventional && ssm_.spec_T > 0)
+      snap_.allocate(slots_, ssm_.spec_T, Hv * dv * dk);
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {
-    const int64_t B = batch.n, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
-    const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim(), k = c_.conv_kernel;
-    mixed_.resize(B * cd);  // [q | k | v] in conv channel order
-    z_buf_.resize(B * Hv * dv);
-    a_buf_.resize(B * Hv);
-    b_buf_.resize(B * Hv);
-    project(x, B);
-    conv_out_.resize(B * cd);
-    for (int64_t b = 0; b < B; ++b)
-      cpu::conv_step(conv_state_.data() + batch.slots[b] * cd * k, &mixed_[b * cd],
-                     conv_w_.data(), nullptr, cd, k, &conv_out_[b * cd]);
-    q_.resize(B * Hk * dk);
-    k_.resize(B * Hk * dk);
-    v_.resize(B * Hv * dv);
+    const int64_t B = batch.n, NT = batch.tokens, Tm = batch.T, Hk = c_.num_k_heads;
+    const int64_t Hv = c_.num_v_heads, dk = c_.head_k_dim, dv = c_.head_v_dim;
+    const int64_t cd = c_.conv_dim(), k = c_.conv_kernel;
+    mixed_.resize(NT * cd);  // [q | k | v] in conv channel order
+    z_buf_.resize(NT * Hv * dv);
+    a_buf_.resize(NT * Hv);
+    b_buf_.resize(NT * Hv);
+    project(x, NT);
+    // SSM inputs padded to [B, Tm] (the ops' token axis); positions past a row's count stay 0.
+    q_.assign(B * Tm * Hk * dk, 0.0f);
+    k_.assign(B * Tm * Hk * dk, 0.0f);
+    v_.assign(B * Tm * Hv * dv, 0.0f);
+    ap_.assign(B * Tm * Hv, 0.0f);
+    bp_.assign(B * Tm * Hv, 0.0f);
+    conv_out_.resize(cd);
+    if (batch.speculative) conv_rb_.save(batch, conv_state_.data(), cd, k);
     for (int64_t b = 0; b < B; ++b) {
-      const float* c = &conv_out_[b * cd];
-      std::memcpy(&q_[b * Hk * dk], c, Hk * dk * sizeof(float));
-      std::memcpy(&k_[b * Hk * dk], c + Hk * dk, Hk * dk * sizeof(float));
-      std::memcpy(&v_[b * Hv * dv], c + 2 * Hk * dk, Hv * dv * sizeof(float));
+      if (batch.slots[b] < 0) continue;
+      for (int64_t s = 0; s < batch.ntok[b]; ++s) {
+        const int64_t i = batch.off[b] + s, p = b * Tm + s;
+        if (batch.speculative) conv_rb_.record(i, &mixed_[i * cd]);
+        cpu::conv_step(conv_state_.data() + batch.slots[b] * cd * k, &mixed_[i * cd],
+                       conv_w_.data(), nullptr, cd, k, conv_out_.data());
+        const float* c = conv_out_.data();
+        std::memcpy(&q_[p * Hk * dk], c, Hk * dk * sizeof(float));
+        std::memcpy(&k_[p * Hk * dk], c + Hk * dk, Hk * dk * sizeof(float));
+        std::memcpy(&v_[p * Hv * dv], c + 2 * Hk * dk, Hv * dv * sizeof(float));
+        std::memcpy(&ap_[p * Hv], &a_buf_[i * Hv], Hv * sizeof(float));
+        std::memcpy(&bp_[p * Hv], &b_buf_[i * Hv], Hv * sizeof(float));
+      }
     }
-    gdn::Layer layer;
-    layer.dims = {Hk, Hv, dk, dv, gdn::Gate::kScalar};
-    layer.A_log = make_view(A_log_.data(), DType::kF32, {Hv});
-    layer.dt_bias = make_view(dt_bias_.data(), DType::kF32, {Hv});
-    gdn::Tokens in;
-    in.q = make_view(q_.data(), DType::kF32, {B, Hk, dk});
-    in.k = make_view(k_.data(), DType::kF32, {B, Hk, dk});
-    in.v = make_view(v_.data(), DType::kF32, {B, Hv, dv});
-    in.a = make_view(a_buf_.data(), DType::kF32, {B, Hv});
-    in.b = make_view(b_buf_.data(), DType::kF32, {B, Hv});
-    y_.resize(B * Hv * dv);
-    const TensorView y = make_view(y_.data(), DType::kF32, {B, Hv, dv});
-    if (ssm_.mode == SsmMode::kReplay)
-      gdn::replay_step(layer, cache_, ssm_.cursors, in, batch.rows, y);
-    else
-      gdn::conventional_step(layer, cache_, in, batch.rows, y);
+    y_.assign(B * Tm * Hv * dv, 0.0f);
+    run_ssm(batch);
 
     // Gated RMSNorm (norm before the gate), per value head over dv, plain weight.
-    cpu::rms_norm(y_.data(), norm_w_.data(), B * Hv, dv, eps_, false, y_.data());
-    for (int64_t i = 0; i < B * Hv * dv; ++i) y_[i] *= cpu::silu(z_buf_[i]);
-    out_proj_.apply(y_.data(), B, out);
+    yp_.resize(NT * Hv * dv);
+    for (int64_t b = 0; b < B; ++b) {
+      if (batch.slots[b] < 0) continue;
+      for (int64_t s = 0; s < batch.ntok[b]; ++s)
+        std::memcpy(&yp_[(batch.off[b] + s) * Hv * dv], &y_[(b * Tm + s) * Hv * dv],
+                    Hv * dv * sizeof(float));
+    }
+    cpu::rms_norm(yp_.data(), norm_w_.data(), NT * Hv, dv, eps_, false, yp_.data());
+    for (int64_t i = 0; i < NT * Hv * dv; ++i) yp_[i] *= cpu::silu(z_buf_[i]);
+    out_proj_.apply(yp_.data(), NT, out);
   }
 
   void reset(const Rows& rows) override {
@@ -96,7 +105,75 @@ class GdnMixer final : public Mixer {
     gdn::reset_slots(cache_, rows);
   }
 
+  void accept(const Batch& batch, const int32_t* accepted) override {
+    conv_rb_.restore(batch, accepted, conv_state_.data());
+    if (ssm_.mode == SsmMode::kConventional) snap_.select(batch, accepted, state_.data());
+  }
+
  private:
+  gdn::Layer layer() {
+    const int64_t Hv = c_.num_v_heads;
+    gdn::Layer l;
+    l.dims = {c_.num_k_heads, Hv, c_.head_k_dim, c_.head_v_dim, gdn::Gate::kScalar};
+    l.A_log = make_view(A_log_.data(), DType::kF32, {Hv});
+    l.dt_bias = make_view(dt_bias_.data(), DType::kF32, {Hv});
+    return l;
+  }
+
+  /// The SSM op over the padded inputs: decode step (T = 1), verify, or the snapshot baseline.
+  void run_ssm(const Batch& batch) {
+    const int64_t B = batch.n, Tm = batch.T, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim;
+    const gdn::Layer l = layer();
+    gdn::Tokens in;
+    if (!batch.speculative || ssm_.mode == SsmMode::kReplay) {
+      in.q = make_view(q_.data(), DType::kF32, {B, Tm, Hk, dk});
+      in.k = make_view(k_.data(), DType::kF32, {B, Tm, Hk, dk});
+      in.v = make_view(v_.data(), DType::kF32, {B, Tm, Hv, dv});
+      in.a = make_view(ap_.data(), DType::kF32, {B, Tm, Hv});
+      in.b = make_view(bp_.data(), DType::kF32, {B, Tm, Hv});
+      const TensorView y = make_view(y_.data(), DType::kF32, {B, Tm, Hv, dv});
+      if (batch.speculative)
+        gdn::verify(l, cache_, ssm_.cursors, in, batch.rows, y);
+      else if (ssm_.mode == SsmMode::kReplay)
+        gdn::replay_step(l, cache_, ssm_.cursors, in, batch.rows, y);
+      else
+        gdn::conventional_step(l, cache_, in, batch.rows, y);
+      return;
+    }
+    // Snapshot baseline: token s of every row is a conventional step on snapshot s of its slot.
+    const int64_t qk = Hk * dk, vv = Hv * dv;
+    q1_.resize(B * qk);
+    k1_.resize(B * qk);
+    v1_.resize(B * vv);
+    a1_.resize(B * Hv);
+    b1_.resize(B * Hv);
+    y1_.resize(B * vv);
+    for (int64_t s = 0; s < Tm; ++s) {
+      const Rows rows = snap_.begin_token(batch, s, state_.data());
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t p = b * Tm + s;
+        std::memcpy(&q1_[b * qk], &q_[p * qk], qk * sizeof(float));
+        std::memcpy(&k1_[b * qk], &k_[p * qk], qk * sizeof(float));
+        std::memcpy(&v1_[b * vv], &v_[p * vv], vv * sizeof(float));
+        std::memcpy(&a1_[b * Hv], &ap_[p * Hv], Hv * sizeof(float));
+        std::memcpy(&b1_[b * Hv], &bp_[p * Hv], Hv * sizeof(float));
+      }
+      in.q = make_view(q1_.data(), DType::kF32, {B, Hk, dk});
+      in.k = make_view(k1_.data(), DType::kF32, {B, Hk, dk});
+      in.v = make_view(v1_.data(), DType::kF32, {B, Hv, dv});
+      in.a = make_view(a1_.data(), DType::kF32, {B, Hv});
+      in.b = make_view(b1_.data(), DType::kF32, {B, Hv});
+      gdn::Cache snap_cache;
+      snap_cache.state = make_view(snap_.pool(), DType::kF32, {snap_.pool_slots(), Hv, dv, dk});
+      gdn::conventional_step(l, snap_cache, in, rows,
+                             make_view(y1_.data(), DType::kF32, {B, Hv, dv}));
+      for (int64_t b = 0; b < B; ++b)
+        if (rows.slot_ids.ptr<int32_t>()[b] >= 0)
+          std::memcpy(&y_[(b * Tm + s) * vv], &y1_[b * vv], vv * sizeof(float));
+    }
+  }
+
   /// Fills mixed_ ([q | k | v]), z_buf_, a_buf_, b_buf_ from the projections.
   void project(const float* x, int64_t B) {
     const int64_t Hk = c_.num_k_heads, Hv = c_.num_v_heads, r = Hv / Hk;
@@ -138,7 +215,11 @@ class GdnMixer final : public Mixer {
   std::vector<float> conv_w_, A_log_, dt_bias_, norm_w_;
   std::vector<float> conv_state_, state_, ring_u_, ring_k_, ring_g_;
   gdn::Cache cache_;
-  std::vector<float> mixed_, z_buf_, a_buf_, b_buf_, proj_, ba_out_, conv_out_, q_, k_, v_, y_;
+  ConvRollback conv_rb_;
+  SnapshotPool snap_;
+  std::vector<float> mixed_, z_buf_, a_buf_, b_buf_, proj_, ba_out_, conv_out_;  // packed
+  std::vector<float> q_, k_, v_, ap_, bp_, y_, yp_;                           // padded [B, T]
+  std::vector<float> q1_, k1_, v1_, a1_, b1_, y1_;                            // snapshot scratch
 };
 
 }  // namespace

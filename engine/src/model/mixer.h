@@ -13,12 +13,21 @@ namespace replayssm::engine {
 
 class Checkpoint;
 
-/// The rows of one step.
+/// The rows of one step. A decode step feeds one token per row; a speculative verify step feeds
+/// ntok[b] (1..T) tokens to row b, or none to a pad row (slot -1). Activations are packed: the
+/// tokens of row b are rows off[b] .. off[b] + ntok[b] - 1 of a [tokens, hidden] matrix.
 struct Batch {
   int64_t n = 0;                  ///< rows
-  const int32_t* slots = nullptr; ///< [n] slot of each row (distinct)
-  const int64_t* pos = nullptr;   ///< [n] position of this row's token in its sequence
-  /// Library views of the slots (int32 [n]) for the SSM ops and ring commit.
+  int64_t tokens = 0;             ///< activation rows: sum of ntok (n for a decode step)
+  int64_t T = 1;                  ///< the widest row: the token axis of the SSM ops' views
+  const int32_t* slots = nullptr; ///< [n] slot of each row (distinct); -1: pad row
+  const int64_t* pos = nullptr;   ///< [n] position of the row's first token in its sequence
+  const int32_t* ntok = nullptr;  ///< [n] tokens fed per row
+  const int64_t* off = nullptr;   ///< [n] packed index of the row's first token
+  /// A verify step: SSM layers run verify (replay) or the snapshot baseline (conventional) and
+  /// keep what accept() needs to roll back.
+  bool speculative = false;
+  /// Library views of the slots (int32 [n], pad -1) and, when speculative, num_tokens (int32 [n]).
   Rows rows;
 };
 
@@ -28,6 +37,8 @@ struct SsmShared {
   SsmMode mode = SsmMode::kReplay;
   RingCursors cursors;  ///< host views; meaningful in replay mode
   double dt_floor = 0.0;
+  /// Verify steps' T (ModelOptions::spec_T; 0: none). Conventional mode: snapshots per slot.
+  int32_t spec_T = 0;
 };
 
 class Mixer {
@@ -37,6 +48,10 @@ class Mixer {
   virtual void forward(const float* x, float* out, const Batch& batch) = 0;
   /// Zeroes the per-sequence state of a slot (conv state, SSM state, ring, KV cache).
   virtual void reset(const Rows& rows) = 0;
+  /// After a speculative forward with the same batch: row b keeps its first accepted[b] tokens
+  /// (0 for pad rows). Stateless blocks and attention (whose length cursor is the model's
+  /// position) need nothing.
+  virtual void accept(const Batch& /*batch*/, const int32_t* /*accepted*/) {}
 };
 
 /// Loaders: `prefix` is the module path (e.g. "backbone.layers.3.mixer.").

@@ -19,7 +19,7 @@ class Mlp final : public Mixer {
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {
-    const int64_t B = batch.n;
+    const int64_t B = batch.tokens;
     up_out_.resize(B * I_);
     up_.apply(x, B, up_out_.data());
     if (gated_) {

@@ -11,7 +11,20 @@ const char* ssm_mode_name(SsmMode m) {
   return m == SsmMode::kReplay ? "replay" : "conventional";
 }
 
+namespace {
+constexpr const char* kNoCudaVerify =
+    "speculative decoding needs the CUDA verify kernels (issue 5): run it with --device cpu";
+}
+
+// Backends without verify steps (the CUDA model) inherit these.
+void Model::verify(std::span<const int32_t>, std::span<const int32_t>, std::span<const int32_t>,
+                   std::span<float>) {
+  throw UnsupportedError(kNoCudaVerify);
+}
+void Model::accept(std::span<const int32_t>) { throw UnsupportedError(kNoCudaVerify); }
+
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
+  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
 #ifdef RSSM_WITH_CUDA
   if (options.cuda) return make_cuda_model(dir, options);
 #else

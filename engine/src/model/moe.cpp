@@ -54,7 +54,7 @@ class Moe final : public Mixer {
     latent_.resize(width);
     acc_.resize(width);
     y_.resize(std::max(width, H_));
-    for (int64_t b = 0; b < batch.n; ++b) {
+    for (int64_t b = 0; b < batch.tokens; ++b) {
       const float* xb = x + b * H_;
       float* ob = out + b * H_;
       w_.router.apply(xb, 1, logits_.data());

@@ -22,33 +22,66 @@ std::mt19937_64 request_rng(const SamplingParams& p, uint64_t index) {
   return std::mt19937_64(seq);
 }
 
-int32_t sample_token(std::span<const float> logits, const SamplingParams& p,
-                     std::mt19937_64& rng) {
-  const int64_t V = static_cast<int64_t>(logits.size());
-  if (p.temperature == 0.0)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  std::vector<int32_t> ids(V);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  int64_t keep = p.top_k > 0 ? std::min<int64_t>(p.top_k, V) : V;
-  std::vector<double> prob(keep);
-  const double mx = logits[ids[0]];
+namespace {
+
+/// The tokens sample_token keeps, most likely first, with unnormalised weights (sum: their total).
+struct Kept {
+  std::vector<int32_t> ids;
+  std::vector<double> prob;
+  int64_t keep = 0;
   double sum = 0;
-  for (int64_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
+};
+
+Kept kept_tokens(std::span<const float> logits, const SamplingParams& p) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  Kept k;
+  k.ids.resize(V);
+  std::iota(k.ids.begin(), k.ids.end(), 0);
+  std::stable_sort(k.ids.begin(), k.ids.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  k.keep = p.top_k > 0 ? std::min<int64_t>(p.top_k, V) : V;
+  k.prob.resize(k.keep);
+  const double mx = logits[k.ids[0]];
+  for (int64_t i = 0; i < k.keep; ++i)
+    k.sum += k.prob[i] = std::exp((logits[k.ids[i]] - mx) / p.temperature);
   if (p.top_p < 1.0) {
     double mass = 0;
     int64_t n = 0;
-    while (n < keep && mass < p.top_p * sum) mass += prob[n++];
-    keep = std::max<int64_t>(n, 1);
-    sum = mass;
+    while (n < k.keep && mass < p.top_p * k.sum) mass += k.prob[n++];
+    k.keep = std::max<int64_t>(n, 1);
+    k.sum = mass;
   }
-  std::uniform_real_distribution<double> u(0.0, sum);
+  return k;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+}  // namespace
+
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p,
+                     std::mt19937_64& rng) {
+  if (p.temperature == 0.0) return argmax(logits);
+  const Kept k = kept_tokens(logits, p);
+  std::uniform_real_distribution<double> u(0.0, k.sum);
   double r = u(rng), acc = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    acc += prob[i];
-    if (r < acc) return ids[i];
+  for (int64_t i = 0; i < k.keep; ++i) {
+    acc += k.prob[i];
+    if (r < acc) return k.ids[i];
   }
-  return ids[keep - 1];
+  return k.ids[k.keep - 1];
+}
+
+std::vector<double> token_probs(std::span<const float> logits, const SamplingParams& p) {
+  std::vector<double> out(logits.size(), 0.0);
+  if (p.temperature == 0.0) {
+    out[argmax(logits)] = 1.0;
+    return out;
+  }
+  const Kept k = kept_tokens(logits, p);
+  for (int64_t i = 0; i < k.keep; ++i) out[k.ids[i]] = k.prob[i] / k.sum;
+  return out;
 }
 
 }  // namespace replayssm::engine

@@ -5,28 +5,15 @@
 #include <deque>
 
 #include "replayssm/errors.h"
+#include "serve/requests.h"
 
 namespace replayssm::engine {
 
 std::vector<Completion> serve(Model& model, const std::vector<Request>& requests, int32_t batch,
                               const SamplingParams& sampling, ServeStats* stats,
                               const TokenCallback& on_token, const StepCallback& on_step) {
-  const ModelOptions& opt = model.options();
   const int64_t V = model.config().vocab_size;
-  sampling.validate();
-  check<ConfigError>(batch >= 1 && batch <= opt.max_slots, "batch is ", batch, ", expected 1..",
-                     opt.max_slots, " (the model's max_slots)");
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Request& r = requests[i];
-    check<ConfigError>(!r.prompt.empty(), "request ", i, ": empty prompt");
-    check<ConfigError>(r.max_new_tokens >= 0, "request ", i, ": max_new_tokens is ",
-                       r.max_new_tokens, ", expected >= 0");
-    check<ConfigError>(int64_t(r.prompt.size()) + r.max_new_tokens <= opt.max_context,
-                       "request ", i, ": prompt (", r.prompt.size(), " tokens) + max_new_tokens (",
-                       r.max_new_tokens, ") exceeds the context of ", opt.max_context);
-    for (int32_t t : r.prompt)
-      check<ConfigError>(t >= 0 && t < V, "request ", i, ": token ", t, " outside [0, ", V, ")");
-  }
+  check_requests(model, requests, batch, sampling);
 
   struct Active {
     size_t req;
@@ -83,10 +70,7 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
       const Request& r = requests[a.req];
       // A NaN or Inf logit (a damaged checkpoint, an overflow) would be sampled as token 0 and
       // stream garbage: stop instead, naming the request and its position.
-      for (int64_t v = 0; v < V; ++v)
-        check<Error>(std::isfinite(logits[i * V + v]), "request ", a.req, ": non-finite logit (",
-                     logits[i * V + v], ") for token ", v, " at position ",
-                     model.position(a.slot) - 1);
+      check_logits_finite({logits.data() + i * V, size_t(V)}, a.req, model.position(a.slot) - 1);
       if (a.fed < r.prompt.size()) {
         ++a.fed;
         ++st.prompt_tokens;
@@ -111,6 +95,36 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = st;
   return out;
+}
+
+}  // namespace replayssm::engine
+
+namespace replayssm::engine {
+
+void check_requests(const Model& model, const std::vector<Request>& requests, int32_t batch,
+                    const SamplingParams& sampling) {
+  const ModelOptions& opt = model.options();
+  const int64_t V = model.config().vocab_size;
+  sampling.validate();
+  check<ConfigError>(batch >= 1 && batch <= opt.max_slots, "batch is ", batch, ", expected 1..",
+                     opt.max_slots, " (the model's max_slots)");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    check<ConfigError>(!r.prompt.empty(), "request ", i, ": empty prompt");
+    check<ConfigError>(r.max_new_tokens >= 0, "request ", i, ": max_new_tokens is ",
+                       r.max_new_tokens, ", expected >= 0");
+    check<ConfigError>(int64_t(r.prompt.size()) + r.max_new_tokens <= opt.max_context,
+                       "request ", i, ": prompt (", r.prompt.size(), " tokens) + max_new_tokens (",
+                       r.max_new_tokens, ") exceeds the context of ", opt.max_context);
+    for (int32_t t : r.prompt)
+      check<ConfigError>(t >= 0 && t < V, "request ", i, ": token ", t, " outside [0, ", V, ")");
+  }
+}
+
+void check_logits_finite(std::span<const float> logits, size_t request, int64_t position) {
+  for (size_t v = 0; v < logits.size(); ++v)
+    check<Error>(std::isfinite(logits[v]), "request ", request, ": non-finite logit (", logits[v],
+                 ") for token ", v, " at position ", position);
 }
 
 }  // namespace replayssm::engine

@@ -11,4 +11,8 @@ namespace replayssm::engine {
 /// expected [128]".
 class CheckpointError : public Error { using Error::Error; };
 
+/// A call out of order: Model::accept() without a pending verify(), or step / verify / reset while
+/// a verify() still awaits its accept().
+class ProtocolError : public Error { using Error::Error; };
+
 }  // namespace replayssm::engine

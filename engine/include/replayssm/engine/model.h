@@ -35,6 +35,13 @@ struct ModelOptions {
   /// Mamba-2: clamp dt from below at this value after softplus (0: none). Reproduces HF versions
   /// whose torch path floors dt at time_step_min (models.md §2.3).
   double dt_floor = 0.0;
+  /// Speculative decoding (DESIGN.md §2 "Speculative decoding"): the most tokens one row may feed
+  /// per verify() step, 1..8 (the last accepted token + up to spec_T - 1 drafts); 0: no verify
+  /// steps (step() only). With ssm kReplay the SSM layers run the library's verify on a
+  /// kSpeculative ring (ring_L >= 2 spec_T); with kConventional they run the peers' snapshot
+  /// baseline (spec_T sequential conventional updates, one full state snapshot per token, the
+  /// accepted one selected by accept()). CPU only: the CUDA engine raises UnsupportedError.
+  int32_t spec_T = 0;
 };
 
 /// The ring length ring_L = 0 resolves to for a model decoding `batch` rows (dispatch.h; the
@@ -64,6 +71,25 @@ class Model {
 
   /// Tokens consumed so far by a slot.
   virtual int64_t position(int32_t slot) const = 0;
+
+  /// Speculative verify step (options().spec_T >= 1). Row b feeds num_tokens[b] tokens (1..spec_T:
+  /// its last accepted token, then drafts) at positions position(slots[b]) onwards, through every
+  /// layer at once; a pad row has slot -1 and num_tokens 0. tokens: the rows' tokens one after
+  /// another (sum of num_tokens). logits: [sum num_tokens, vocab] in the same order: the logits
+  /// after each fed token. Nothing is committed: call accept() next, before any other step, verify
+  /// or reset. Errors (nothing modified): UnsupportedError (spec_T = 0, CUDA), SlotError (bad or
+  /// repeated slot, count outside 1..spec_T, context full), ShapeError, ConfigError (token range),
+  /// ProtocolError (a verify still awaits accept).
+  virtual void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                      std::span<const int32_t> slots, std::span<float> logits);
+
+  /// Ends the pending verify: row b keeps its first accepted[b] tokens (1..num_tokens[b]; 0 for
+  /// pad rows; 0 on a real row discards its whole step, as if it had not run). The SSM ring cursors are committed once for all layers (rollback of the rest is a
+  /// cursor move), the conv states restored to after the kept tokens, the snapshot baseline
+  /// selects its accepted snapshot, attention keeps its rejected keys past the length cursor
+  /// (overwritten later). Errors (nothing modified): ProtocolError (no pending verify), ShapeError
+  /// (size), SlotError (count out of range).
+  virtual void accept(std::span<const int32_t> accepted);
 };
 
 }  // namespace replayssm::engine

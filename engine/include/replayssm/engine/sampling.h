@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
 namespace replayssm::engine {
 
@@ -18,6 +19,11 @@ struct SamplingParams {
 
 /// Samples one token from logits [vocab] (float32). The generator is the request's own stream.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+
+/// The distribution sample_token draws from for temperature > 0: probabilities [vocab] after
+/// temperature, top-k and top-p (0 outside the kept set, summing to 1). Greedy (temperature 0):
+/// one-hot at the argmax (lowest id on ties).
+std::vector<double> token_probs(std::span<const float> logits, const SamplingParams& p);
 
 /// The stream of request `index` for seed p.seed.
 std::mt19937_64 request_rng(const SamplingParams& p, uint64_t index);
