@@ -5,8 +5,10 @@
 # tests, the kernel benchmark and the bundled models on CUDA, and write logs and results under
 # $OUT (at most 8 files come back). Usage:
 #   OUT=/tmp/out COMMIT=$(git rev-parse --short HEAD) [PREBUILT=.devbin] scripts/device_run.sh
-# GPU_FILTER (gtest filter of the GPU tests), GENERATE=0 (skip the bundled models) and BENCH=0
-# (skip the benchmark) adjust a run.
+# GPU_FILTER (gtest filter of the GPU tests), GENERATE=0 (skip the bundled models), BENCH=0
+# (skip the benchmark), BENCH_ARGS (benchmark arguments, default --family all) and GDN_PLANS
+# (';'-separated RSSM_GDN_REPLAY_PLAN values, each benchmarked at batch 64 and 256 without the L
+# sweep: a tuning run) adjust a run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:?set OUT to the folder the results go to}
@@ -50,9 +52,21 @@ if [ "${GENERATE:-1}" = 1 ]; then {
 echo "generate rc $?: $(( $(date +%s) - start )) s"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  "$bench" kernels --family all --commit "$commit" \
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
+  "$bench" kernels ${BENCH_ARGS:---family all} --commit "$commit" \
     --out "$out/kernels-all-$commit.json" > "$out/kernels-all-$commit.txt" 2>&1
   echo "bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_kernels.py" "$out/kernels-all-$commit.json" \
     "$out/kernels-all-$commit.png" > /dev/null 2>&1 || echo "plot failed"
+fi
+if [ -n "${GDN_PLANS:-}" ]; then
+  IFS=';' read -ra plans <<< "$GDN_PLANS"
+  for pl in "${plans[@]}"; do
+    echo "== RSSM_GDN_REPLAY_PLAN=$pl"
+    RSSM_GDN_REPLAY_PLAN=$pl "$bench" kernels --family gdn --batch 64,256 --no-sweep \
+      --commit "$commit" 2>&1 | grep -E "batch (64|256) L 16"
+    RSSM_GDN_REPLAY_PLAN=$pl "$bench" kernels --family kda --batch 64,256 --no-sweep \
+      --commit "$commit" 2>&1 | grep -E "batch (64|256) L 16"
+  done > "$out/gdn-plans-$commit.txt"
+  echo "plan sweep: $(( $(date +%s) - start )) s"
 fi

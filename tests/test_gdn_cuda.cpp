@@ -472,6 +472,45 @@ TEST(GdnCuda, ReplayPlansRowSplitsAndRingLengths) {
       }
 }
 
+TEST(GdnCuda, ReplayGroupKernelShapesMatchOracle) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  // The group kernel's block shapes forced on the odd shape (K 64, V 96, two value heads per key
+  // head): units of 32 / 64 / 128 rows (last one partial, or past V: empty), 1-2 value heads and
+  // 1-3 units per head per block, 1-4 stages (fewer or more than the block's units), across
+  // flushes from random rings and cursors.
+  struct G {
+    int rpt, hpb, uph, stages;
+  };
+  const G shapes[] = {{8, 2, 2, 2}, {4, 1, 3, 3}, {8, 1, 1, 1}, {4, 2, 1, 4}, {8, 2, 3, 2}};
+  for (Gate gate : {Gate::kScalar, Gate::kChannel})
+    for (const G& g : shapes)
+      for (cg::Route route : {cg::Route::kOutputOnly, cg::Route::kStateAndOutput})
+        for (int prefetch : {0, 1}) {
+          Case c = make_case(kOdd, gate, kBF16, prefetch ? kBF16 : kF32, 16);
+          c.steps = 20, c.seqs = 4, c.random_start = true, c.s.beta_bf16 = prefetch == 1;
+          c.s.plan.kernel = 2, c.s.plan.route = route, c.s.plan.prefetch_ring = prefetch;
+          c.s.plan.rows_per_thread = g.rpt, c.s.plan.units_per_head = g.uph;
+          c.s.plan.heads_per_block = gate == Gate::kChannel ? 1 : g.hpb;
+          c.s.plan.stages = g.stages;
+          run_replay(c, seed_for(12008));
+          if (::testing::Test::HasFailure()) return;
+        }
+}
+
+TEST(GdnCuda, ReplayPlanErrors) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c = make_case(kOdd, Gate::kChannel, kF32, kF32, 4);
+  c.steps = 1;
+  c.s.plan.kernel = 2, c.s.plan.heads_per_block = 2;  // KDA: one value head per block
+  EXPECT_THROW(run_replay(c, seed_for(12009)), ConfigError);
+  c.s.plan.heads_per_block = 0, c.s.plan.rows_per_thread = 2;  // the group kernel: 4 or 8
+  EXPECT_THROW(run_replay(c, seed_for(12009)), ConfigError);
+  c.s.plan.rows_per_thread = 0, c.s.plan.stages = 5;
+  EXPECT_THROW(run_replay(c, seed_for(12009)), ConfigError);
+  c.s.plan.stages = 0, c.s.plan.kernel = 3;
+  EXPECT_THROW(run_replay(c, seed_for(12009)), ConfigError);
+}
+
 TEST(GdnCuda, ReplayMatchesOracleOddShape) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (Gate gate : {Gate::kScalar, Gate::kChannel})

@@ -44,7 +44,9 @@ struct GpuCfg : gdnt::Cfg {
     std::ostringstream os;
     os << gdnt::Cfg::describe() << " state " << dtype_name(state) << " route "
        << cg::route_name(plan.route) << " rows/block " << plan.rows_per_block << " rows/thread "
-       << plan.rows_per_thread << " prefetch " << plan.prefetch_ring;
+       << plan.rows_per_thread << " prefetch " << plan.prefetch_ring << " kernel " << plan.kernel
+       << " heads/block " << plan.heads_per_block << " units/head " << plan.units_per_head
+       << " stages " << plan.stages;
     return os.str();
   }
 };

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "common/validate.h"
@@ -224,8 +226,75 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
                      " with rows_per_thread = ", p.rows_per_thread, " needs ", threads,
                      " threads, expected <= ", kMaxThreads, " (at most ", kMaxThreads / 32 * unit,
                      " rows per block)");
-  if (!replay) p.route = Route::kAuto, p.prefetch_ring = 0;
+  if (!replay) {
+    p.route = Route::kAuto, p.prefetch_ring = 0, p.kernel = 0;
+    return p;
+  }
+  // The group kernel unless the caller forced a row split it does not have.
+  if (p.kernel == 0)
+    p.kernel = forced.rows_per_block == 0 &&
+                       (forced.rows_per_thread == 0 || forced.rows_per_thread == 4 ||
+                        forced.rows_per_thread == 8)
+                   ? autop.kernel
+                   : 1;
+  if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
+  if (p.units_per_head == 0) p.units_per_head = autop.units_per_head;
+  if (p.stages == 0) p.stages = autop.stages;
+  check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
+                     ", expected 1 (per-block) or 2 (group)");
+  if (p.kernel == 2) {
+    const int64_t group = d.num_v_heads / d.num_k_heads;
+    check<ConfigError>(d.head_v_dim % 4 == 0, op, ": the group kernel needs head_v_dim % 4 == 0, "
+                       "got V = ", d.head_v_dim, " (use kernel 1)");
+    check<ConfigError>(p.rows_per_thread == 4 || p.rows_per_thread == 8, op,
+                       ": group kernel rows_per_thread = ", p.rows_per_thread, ", expected 4 or 8");
+    check<ConfigError>(p.heads_per_block >= 1 && group % p.heads_per_block == 0, op,
+                       ": group kernel heads_per_block = ", p.heads_per_block,
+                       ", expected a divisor of HV / H = ", group);
+    check<ConfigError>(d.gate != ::replayssm::gdn::Gate::kChannel || p.heads_per_block == 1, op,
+                       ": group kernel heads_per_block = ", p.heads_per_block,
+                       ", expected 1 for KDA");
+    check<ConfigError>(p.units_per_head >= 1, op, ": group kernel units_per_head = ",
+                       p.units_per_head, ", expected >= 1");
+    check<ConfigError>(p.stages >= 1 && p.stages <= 4, op, ": group kernel stages = ", p.stages,
+                       ", expected 1..4");
+  }
   return p;
+}
+
+/// Rows of one group-kernel unit: the stream warps' rows per pass x rows per thread.
+int64_t group_unit_rows(const Dims& d, DType state, int64_t rpt) {
+  return kGroupStreamWarps * warp_rows(d, state, rpt);
+}
+
+GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
+  const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  return GroupSmem(R, d.head_k_dim, kda ? d.head_k_dim : 1,
+                   group_unit_rows(d, state, p.rows_per_thread), dtype_size(state),
+                   p.heads_per_block, p.units_per_head, p.stages);
+}
+
+/// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0" (any
+/// subset) replaces those fields of the dispatcher's choice for every replay step of the process.
+void override_replay_plan(Plan& p) {
+  static const std::string env = [] {
+    const char* e = std::getenv("RSSM_GDN_REPLAY_PLAN");
+    return e ? std::string(e) : std::string();
+  }();
+  std::stringstream ss(env);
+  std::string kv;
+  while (std::getline(ss, kv, ',')) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    const int v = std::atoi(kv.c_str() + eq + 1);
+    if (key == "kernel") p.kernel = v;
+    if (key == "rpt") p.rows_per_thread = v;
+    if (key == "hpb") p.heads_per_block = v;
+    if (key == "uph") p.units_per_head = v;
+    if (key == "stages") p.stages = v;
+    if (key == "prefetch") p.prefetch_ring = v;
+  }
 }
 
 LaunchShape launch_shape(const Dims& d, const Plan& plan, DType state, bool kda, int64_t batch,
@@ -324,6 +393,42 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
     p.rows_per_block = even_rows(d, state, 8, 64);
   }
   p.bulk_copy = kBulkDefault;
+  if (d.head_v_dim % 4 != 0) {  // the group kernel copies ring u rows in 16-byte words
+    p.kernel = 1;
+    return p;
+  }
+  // Group kernel. Latency-bound: one value head and one 4-row-per-thread unit per block (the most
+  // blocks), the whole ring prefetched. Bandwidth-bound: 8 rows per thread (32 KB fp32 units), two
+  // in flight, every value head of the key head (up to 4) and the whole of V per block, so that
+  // the chain is paid once per up to 8 units; halved until two blocks fit an SM.
+  p.kernel = 2;
+  const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  const int64_t group = d.num_v_heads / d.num_k_heads;
+  if (latency_bound(d, batch, state)) {
+    p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
+    return p;
+  }
+  p.stages = 2;
+  int hpb = 1;
+  for (int c = 4; c >= 1; --c)
+    if (group % c == 0) {
+      hpb = c;
+      break;
+    }
+  p.heads_per_block = kda ? 1 : hpb;
+  p.units_per_head =
+      static_cast<int>(cdiv(d.head_v_dim, group_unit_rows(d, state, p.rows_per_thread)));
+  constexpr int64_t kTwoPerSm = 110 * 1024;
+  while (group_smem(d, p, L, state).total * 4 > kTwoPerSm &&
+         (p.heads_per_block > 1 || p.units_per_head > 1)) {
+    if (p.heads_per_block > 1) {
+      int c = p.heads_per_block - 1;
+      while (group % c != 0) --c;
+      p.heads_per_block = c;
+    } else {
+      p.units_per_head = (p.units_per_head + 1) / 2;
+    }
+  }
   return p;
 }
 
@@ -359,12 +464,15 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   // L = 1 is the conventional step (every step folds only the current token): run its kernel.
   if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
-  const Plan plan = resolve(forced, plan_replay(d, c.batch, cursors.config.L, c.state_dtype), d,
-                            c.state_dtype, true, op);
+  Plan autop = plan_replay(d, c.batch, cursors.config.L, c.state_dtype);
+  override_replay_plan(autop);
+  const Plan plan = resolve(forced, autop, d, c.state_dtype, true, op);
   const int64_t R = cursors.config.rows();
+  const bool group = plan.kernel == 2;
   const ReplaySmem sm(R, d.head_k_dim, c.kda ? d.head_k_dim : 1, plan.rows_per_block,
                       dtype_size(c.state_dtype));
-  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  const size_t smem = static_cast<size_t>(
+      (group ? group_smem(d, plan, R, c.state_dtype).total : sm.total) * sizeof(float));
   check_smem(smem, op);
   if (c.batch == 0) return;
   StepParams p = base_params(layer, cache, c, rows);
@@ -381,7 +489,20 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.state_route = plan.route == Route::kStateAndOutput;
   p.prefetch_ring = plan.prefetch_ring != 0;
   p.bulk_copy = plan.bulk_copy != 0;
-  const LaunchShape ls = launch_shape(d, plan, c.state_dtype, c.kda, c.batch, smem);
+  LaunchShape ls = launch_shape(d, plan, c.state_dtype, c.kda, c.batch, smem);
+  if (group) {
+    const int64_t U = group_unit_rows(d, c.state_dtype, plan.rows_per_thread);
+    p.group_kernel = true;
+    p.heads_per_block = plan.heads_per_block;
+    p.units_per_head = plan.units_per_head;
+    p.stages = plan.stages;
+    p.nvc = static_cast<int32_t>(d.num_v_heads / d.num_k_heads / plan.heads_per_block);
+    p.nru = static_cast<int32_t>(cdiv(cdiv(d.head_v_dim, U), plan.units_per_head));
+    ls.grid = dim3(static_cast<unsigned>(d.num_k_heads * p.nvc * p.nru),
+                   static_cast<unsigned>(c.batch));
+    ls.threads = kGroupThreads;
+    ls.rpt = plan.rows_per_thread;
+  }
   const auto stream = static_cast<cudaStream_t>(rows.stream);
   if (c.in_dtype == kF32)
     dispatch_replay<float>(c.state_dtype, p, ls, stream);

@@ -50,11 +50,21 @@ struct Plan {
   int bulk_copy = -1;          ///< 1 = state tiles moved by bulk copies (the SM's copy engine,
                                ///< one per warp pass, completing on mbarriers); 0 = per-thread
                                ///< 16-byte cp.async loads and streaming stores
+  // replay kernel choice and the group kernel's shape (replay_group.cuh)
+  int kernel = 0;           ///< replay: 1 = per-block kernel (replay.cuh), 2 = group kernel
+                            ///< (needs V a multiple of 4); rows_per_thread 4 or 8 for it
+  int heads_per_block = 0;  ///< group kernel: value heads of one key head per block (divides
+                            ///< HV / H; 1 for KDA)
+  int units_per_head = 0;   ///< group kernel: row units (4 warps x rows per pass x rows per
+                            ///< thread rows) of each value head per block
+  int stages = 0;           ///< group kernel: checkpoint units in flight per block, 1..4
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved).
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
-/// The dispatcher's choice for a replay step with ring length L (every field resolved).
+/// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
+/// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
+/// uph=4,stages=3,prefetch=0" (any subset), checked like a forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.

@@ -11,6 +11,7 @@
 #include "cuda/gdn/conventional.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/replay.cuh"
+#include "cuda/gdn/replay_group.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::gdn {
@@ -52,8 +53,11 @@ template <class TIn, class TState>
 void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
   const char* op = "gdn.replay_step (cuda)";
   with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
-    enqueue(replay_kernel<TIn, TState, decltype(k)::value, decltype(kda)::value>, p, ls, stream,
-            op);
+    constexpr int K = decltype(k)::value;
+    constexpr bool KDA = decltype(kda)::value;
+    if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
+    if (ls.rpt == 4) return enqueue(replay_group_kernel<TIn, TState, K, KDA, 4>, p, ls, stream, op);
+    enqueue(replay_group_kernel<TIn, TState, K, KDA, 8>, p, ls, stream, op);
   });
 }
 

@@ -17,6 +17,7 @@ struct LaunchShape {
   size_t smem = 0;  ///< dynamic shared memory bytes
   int K = 0;        ///< head_k_dim (compile-time in the kernels)
   bool kda = false;
+  int rpt = 8;      ///< group kernel: rows per thread per unit (compile-time, 4 or 8)
 };
 
 /// Key dimensions the kernels are compiled for.
@@ -36,6 +37,36 @@ struct ReplaySmem {
     ch = u + up4(R * rows);
     dh = ch + up4(R);
     total = dh + up4(R);
+  }
+};
+
+/// The replay group kernel's threads: kGroupStreamWarps stream warps and one chain warp.
+constexpr int kGroupStreamWarps = 4;
+constexpr int kGroupThreads = (kGroupStreamWarps + 1) * 32;
+
+/// Float offsets of the group kernel's shared memory (every region 16-byte aligned): `stages`
+/// checkpoint stages [U][K] (state dtype), sU [NU][R][U] ring u, sK [R][K], sKK/sKQ [R], sCK/sCQ
+/// [NHB][R], sBK/sBQ [NHB][K] (KDA), sG ring gates by physical row ([R][K] KDA, [NHB][R] GDN),
+/// head scalars [2 NHB + 1], sDot [NU][U] float2.
+/// U = rows per unit, NU = NHB x UPH units per block, gw = K for KDA, 1 for GDN.
+struct GroupSmem {
+  int64_t stage, u, k, kk, kq, ck, cq, bk, bq, g, head, dot, total;
+  __host__ __device__ static constexpr int64_t up4(int64_t n) { return (n + 3) / 4 * 4; }
+  __host__ __device__ GroupSmem(int64_t R, int64_t K, int64_t gw, int64_t U, int64_t state_bytes,
+                                int64_t nhb, int64_t uph, int64_t stages) {
+    stage = up4(U * K * state_bytes / 4);
+    u = stages * stage;
+    k = u + up4(nhb * uph * R * U);
+    kk = k + R * K;
+    kq = kk + up4(R);
+    ck = kq + up4(R);
+    cq = ck + up4(nhb * R);
+    bk = cq + up4(nhb * R);
+    bq = bk + (gw > 1 ? nhb * K : 0);
+    g = bq + (gw > 1 ? nhb * K : 0);
+    head = g + up4(gw > 1 ? R * K : nhb * R);
+    dot = head + up4(2 * nhb + 1);
+    total = dot + 2 * nhb * uph * U;
   }
 };
 

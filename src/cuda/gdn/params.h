@@ -36,6 +36,11 @@ struct StepParams {
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
   bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursor
   bool bulk_copy = false;      ///< move state tiles with bulk copies (else per-thread cp.async)
+  // replay group kernel (replay_group.cuh): a block owns heads_per_block value heads of one key
+  // head (nvc = group / heads_per_block blocks per key head) and units_per_head units of rows of
+  // each (nru blocks per value head), through `stages` shared-memory stages
+  bool group_kernel = false;
+  int32_t heads_per_block = 1, units_per_head = 1, nvc = 1, nru = 1, stages = 2;
 };
 
 }  // namespace replayssm::cuda::gdn

@@ -1,0 +1,494 @@
+// The ReplaySSM decode step for GDN/KDA, group kernel (the dispatcher's default; replay.cuh is
+// the fallback where V is not a multiple of 4). Same contract and record layout as replay.cuh.
+//
+// The dependent chain of a step (slot -> cursor -> ring -> per-record scalars) runs in its own
+// warp beside the checkpoint stream instead of in front of it (the structure of the Mamba-2 group
+// kernel, bench/NOTES.md v3):
+//   - a block owns NHB = heads_per_block value heads of one key head and, of each, UPH units of U
+//     consecutive V rows (U = stream row groups x RPT), for one batch row; unit k is value head
+//     vh0 + k / UPH, rows from (ru * UPH + k % UPH) * U;
+//   - 4 stream warps move the units through `stages` shared-memory stages with cp.async (one copy
+//     group per unit; a thread reads only what it copied, so no barrier), and the ring u rows of
+//     the block's units (one group, after the cursor; all R rows with prefetch_ring). GDN
+//     ordinary rows need from the checkpoint only dk = S0_r·k^ and dq = S0_r·q^ (the decay
+//     e^{E(-1)} is a scalar applied in the epilogue), so they are formed as units land;
+//   - the chain warp holds the token in the stream threads' lane layout (same bits of k^, q^):
+//     ring k^_j of the key head -> k^_j·k^, k^_j·q^; per value head the gate sums from the token
+//     backwards (E(j) = g_{j+1} + .. + g_h, never a difference of prefix sums) -> coefficients
+//     ck_j = e^{E(j)}·k^_j·k^, cq_j = e^{E(j)}·k^_j·q^ and e^{E(-1)}; for KDA the decay is per key
+//     channel, inside the record dots, and e^{E(-1)}⊙k^, e^{E(-1)}⊙q^ go to shared memory (KDA
+//     ordinary rows wait for the chain before their dots). It appends k^ and g;
+//   - one barrier, then the epilogue per (unit, row): hk = e^{E(-1)} dk + Σ_j u_j[r] ck_j,
+//     hq likewise, u = beta (v - hk), y = hq + (k^·q^) u; appends u.
+// Fold rows (flush, or the state-and-output route) wait for the chain, then form S_h in closed
+// form, S_h = ā'·S0 + Σ_{j<h} u_j (c_j k^_j)ᵀ with c_j = e^{g_{j+1} + .. + g_{h-1}} and
+// ā' = e^{g_0 + .. + g_{h-1}} (per channel for KDA, where the chain stores k^_j ⊙ c_j), and run the
+// conventional update with the token through delta_rule_row(). At h = 0, ā' = e^0 = 1 and the flush
+// equals the conventional step bit for bit. A flush stores S_h+1 as the new checkpoint.
+// Grid: x = (kh * nvc + vc) * nru + ru, y = batch row. Shared memory: GroupSmem (launch.h).
+#pragma once
+#include "cuda/common/async_copy.cuh"
+#include "cuda/gdn/conventional.cuh"
+#include "cuda/gdn/launch.h"
+
+namespace replayssm::cuda::gdn {
+
+template <class TIn, class TState, int K, bool KDA, int RPT>
+__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_kernel(const StepParams p) {
+  using Lay = Layout<sizeof(TState), K>;
+  using Tok = Token<TIn, sizeof(TState), K, KDA>;
+  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
+  constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
+  constexpr int NG = kGroupStreamWarps * RPW;  // row groups of the stream warps
+  constexpr int U = NG * RPT;                  // rows per unit
+  constexpr int FR = 4;                        // rows folded at once
+  constexpr int GW = KDA ? K : 1;              // ring gate entries per record and value head
+  static_assert(RPT % FR == 0, "rows per thread: a multiple of 4");
+
+  extern __shared__ __align__(16) float smem[];
+  const int R = p.R, NHB = p.heads_per_block, UPH = p.units_per_head, NS = p.stages;
+  const int NU = NHB * UPH;
+  const GroupSmem sm(R, K, GW, U, static_cast<int>(sizeof(TState)), NHB, UPH, NS);
+  float* const sU = smem + sm.u;      // [NU][R][U] ring u of the units, by physical ring row
+  float* const sK = smem + sm.k;      // [R][K] ring k^ by logical record (KDA fold: k^_j ⊙ c_j)
+  float* const sKK = smem + sm.kk;    // [R] k^_j·k^
+  float* const sKQ = smem + sm.kq;    // [R] k^_j·q^
+  float* const sCK = smem + sm.ck;    // [NHB][R] ck_j (fold: c_j, GDN)
+  float* const sCQ = smem + sm.cq;    // [NHB][R] cq_j
+  float* const sBK = smem + sm.bk;    // [NHB][K] KDA: e^{E(-1)}⊙k^ (fold: ā' per channel)
+  float* const sBQ = smem + sm.bq;    // [NHB][K] KDA: e^{E(-1)}⊙q^
+  float* const sG = smem + sm.g;      // ring g by physical row: [R][K] (KDA), [NHB][R] (GDN)
+  float* const sHd = smem + sm.head;  // [NHB][2] e^{E(-1)} (fold: ā'), beta; [2 NHB] k^·q^
+  float2* const sDot = reinterpret_cast<float2*>(smem + sm.dot);  // [NU][U] (dk, dq)
+
+  const int ru = blockIdx.x % p.nru;
+  const int rest = blockIdx.x / p.nru;
+  const int vc = rest % p.nvc;
+  const int kh = rest / p.nvc;
+  const int b = blockIdx.y;
+  const int vh0 = kh * p.group + vc * NHB;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nstream = kGroupStreamWarps * 32;
+  const int lr = lane % LPR;
+  const int grp = warp * RPW + lane / LPR;  // stream threads: row group 0..NG-1
+  auto unit_head = [&](int k) { return vh0 + k / UPH; };
+  auto unit_row0 = [&](int k) { return (ru * UPH + k % UPH) * U; };
+  auto unit_rows = [&](int k) { return max(0, min(U, p.V - unit_row0(k))); };
+  auto y_at = [&](int vh, int row) -> TIn& {
+    return static_cast<TIn*>(p.y)[(static_cast<int64_t>(b) * p.HV + vh) * p.V + row];
+  };
+
+  const int slot = p.slot_ids[b];
+  if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
+    for (int v = tid; v < NU * U; v += blockDim.x) {
+      const int k = v / U, r = v - k * U;
+      if (r < unit_rows(k)) y_at(unit_head(k), unit_row0(k) + r) = from_f32<TIn>(0.0f);
+    }
+    return;
+  }
+  const bool all = p.prefetch_ring;
+  // The cursor: raw loads; resolve() is where a warp first waits for them.
+  const int origin_raw = p.origin[slot];
+  const int hist_raw = p.hist[slot];
+  const int flush_raw = p.is_flush[slot];
+  int origin = 0, hist = 0;
+  auto resolve = [&] {
+    origin = origin_raw % R;
+    if (origin < 0) origin += R;
+    hist = min(max(hist_raw, 0), R - 1);
+  };
+  auto phys = [&](int j) {
+    const int q = origin + j;
+    return q >= R ? q - R : q;
+  };
+  auto state_of = [&](int k) {  // global checkpoint rows of unit k
+    return static_cast<TState*>(p.state) +
+           ((static_cast<int64_t>(slot) * p.HV + unit_head(k)) * p.V + unit_row0(k)) * K;
+  };
+
+  // Stream threads: unit k's rows into stage k % NS (one copy group, empty past the last unit).
+  auto issue = [&](int k) {
+    if (k < NU) {
+      TState* dst = reinterpret_cast<TState*>(smem + (k % NS) * sm.stage);
+      const TState* src = state_of(k);
+      const int n = unit_rows(k);
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        const int r = grp * RPT + i;
+        if (r < n) {
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+            cp_async16(dst + r * K + Lay::col(c, lr),
+                       src + static_cast<int64_t>(r) * K + Lay::col(c, lr));
+        }
+      }
+    }
+    cp_async_commit();
+  };
+  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group.
+  auto copy_ring_u = [&](bool every_row) {
+    const int cpr = U / 4;  // 16-byte copies per ring row segment of a unit
+    const int nrec = every_row ? R : hist;
+    const int total = NU * nrec * cpr;
+#pragma unroll 1
+    for (int idx = tid; idx < total; idx += nstream) {
+      const int c = idx % cpr, rec = idx / cpr;
+      const int k = rec / nrec, jj = rec - k * nrec;
+      if (4 * c >= unit_rows(k)) continue;
+      const int q = every_row ? jj : phys(jj);
+      const int64_t sv = static_cast<int64_t>(slot) * p.HV + unit_head(k);
+      cp_async16(sU + (k * R + q) * U + 4 * c,
+                 p.ring_u + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
+    }
+    cp_async_commit();
+  };
+
+  const bool flush = flush_raw != 0;
+  const bool fold = flush || p.state_route;  // materialise the state for this row
+  const bool early = fold || KDA;            // the stream waits for the chain before any row
+  Tok t;
+  if (tid < nstream) {
+    for (int k = 0; k < NS; ++k) issue(k);
+    if (all) copy_ring_u(true);
+    t.load(p, b, vh0, lr);
+    resolve();
+    if (!all) copy_ring_u(false);
+  } else {
+    // ---- the chain warp (row groups of LPR lanes, as the stream threads)
+    const int cg = lane / LPR;
+    t.load(p, b, vh0, lr);
+    const float* ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
+    const bool keep_k = fold || KDA;
+    if (!all) resolve();
+    const int nrec = all ? R : hist;
+    constexpr int RB = 4;  // records per row group in flight
+    // The ring gates of the block's value heads, by physical row (read by the serial sums).
+    const float* ringg0 = p.ring_g + (static_cast<int64_t>(slot) * p.HV + vh0) * R * GW;
+    // GDN: the gates of (value head, record) pairs, loaded now and stored after the records.
+    constexpr int GU = KDA ? 1 : 8;  // gates per lane in flight
+    const int ngate = KDA ? 0 : NHB * nrec;
+    auto gate_at = [&](int idx) {  // (head, physical row) offset of pair idx in ring g and sG
+      const int hd = idx / nrec, jj = idx - hd * nrec;
+      return hd * R + (all ? jj : phys(jj));
+    };
+    float gv[GU];
+#pragma unroll
+    for (int u = 0; u < GU; ++u) {
+      const int idx = u * 32 + lane;
+      gv[u] = idx < ngate ? ringg0[gate_at(idx)] : 0.0f;
+    }
+#pragma unroll 1
+    for (int base = 0; base < nrec; base += RB * RPW) {
+      float kj[RB][COLS];
+      float gk[KDA ? RB : 1][KDA ? COLS : 1];  // KDA: the record's gate row (NHB = 1)
+#pragma unroll
+      for (int u = 0; u < RB; ++u) {
+        const int jj = base + u * RPW + cg;
+        if (jj < nrec) {
+          const int q = all ? jj : phys(jj);
+          const float* row = ringk + q * K;
+#pragma unroll
+          for (int c = 0; c < CPL; ++c) load_vec<float, VEC>(row + Lay::col(c, lr), &kj[u][c * VEC]);
+          if constexpr (KDA) {
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+              load_vec<float, VEC>(ringg0 + q * K + Lay::col(c, lr), &gk[u][c * VEC]);
+          }
+        }
+      }
+      if constexpr (KDA) {
+#pragma unroll
+        for (int u = 0; u < RB; ++u) {
+          const int jj = base + u * RPW + cg;
+          if (jj < nrec) {
+            const int q = all ? jj : phys(jj);
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) sG[q * K + Lay::col(c, lr) + v] = gk[u][c * VEC + v];
+          }
+        }
+      }
+      if (all) resolve();  // the first rows are in flight
+#pragma unroll
+      for (int u = 0; u < RB; ++u) {
+        const int jj = base + u * RPW + cg;
+        float pk = 0.0f, pq = 0.0f;
+        if (jj < nrec) {
+#pragma unroll
+          for (int i = 0; i < COLS; ++i) {
+            pk = __fmaf_rn(kj[u][i], t.khat[i], pk);
+            pq = __fmaf_rn(kj[u][i], t.qhat[i], pq);
+          }
+        }
+        pk = lane_group_sum<LPR>(pk);
+        pq = lane_group_sum<LPR>(pq);
+        int j = jj;
+        if (all) j = jj - origin < 0 ? jj - origin + R : jj - origin;  // physical -> logical
+        if (jj < nrec && j < hist) {
+          if (lr == 0) sKK[j] = pk, sKQ[j] = pq;
+          if (keep_k)
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) sK[j * K + Lay::col(c, lr) + v] = kj[u][c * VEC + v];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < GU; ++u) {
+      const int idx = u * 32 + lane;
+      if (idx < ngate) sG[gate_at(idx)] = gv[u];
+    }
+    for (int idx = GU * 32 + lane; idx < ngate; idx += 32) sG[gate_at(idx)] = ringg0[gate_at(idx)];
+    __syncwarp();
+    const int qh = phys(hist);  // the token's ring row
+    if (!KDA) {
+      // One lane per value head: the gate sums from the token backwards.
+      if (lane < NHB) {
+        const int vh = vh0 + lane;
+        const int64_t bv = static_cast<int64_t>(b) * p.HV + vh;
+        const float gt = gate_of(to_f32(static_cast<const TIn*>(p.a)[bv]), p.dt_bias[vh],
+                                 expf(p.A_log[vh]));
+        const float* rg = sG + lane * R;
+        float* ck = sCK + lane * R;
+        float* cq = sCQ + lane * R;
+        float acc = fold ? 0.0f : gt;
+#pragma unroll 4
+        for (int j = hist - 1; j >= 0; --j) {
+          const float gj = rg[phys(j)];
+          const float w = expf(acc);
+          if (fold) {
+            ck[j] = w;
+          } else {
+            ck[j] = __fmul_rn(w, sKK[j]);
+            cq[j] = __fmul_rn(w, sKQ[j]);
+          }
+          acc = __fadd_rn(acc, gj);
+        }
+        sHd[2 * lane] = expf(acc);
+        sHd[2 * lane + 1] = beta_of(to_f32(static_cast<const TIn*>(p.b)[bv]), p.beta_bf16);
+        if (!flush && ru == 0) p.ring_g[(static_cast<int64_t>(slot) * p.HV + vh) * R + qh] = gt;
+      }
+    } else {
+      // Per key channel (the lanes' columns; both row groups compute, the first one writes).
+#pragma unroll 1
+      for (int hd = 0; hd < NHB; ++hd) {
+        const int vh = vh0 + hd;
+        Tok th;  // the token's gate of this value head
+        th.load(p, b, vh, lr);
+        const float* rg = sG;  // NHB = 1
+        float acc[COLS];
+#pragma unroll
+        for (int i = 0; i < COLS; ++i) acc[i] = fold ? 0.0f : th.g[i];
+#pragma unroll 1
+        for (int j = hist - 1; j >= 0; --j) {
+          float gj[COLS];
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+            load_vec<float, VEC>(rg + phys(j) * K + Lay::col(c, lr), &gj[c * VEC]);
+          float pk = 0.0f, pq = 0.0f;
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+              const int i = c * VEC + v;
+              float* kjc = sK + j * K + Lay::col(c, lr) + v;
+              const float w = expf(acc[i]);
+              if (fold) {
+                if (cg == 0) *kjc = __fmul_rn(w, *kjc);  // k^_j ⊙ c_j (one value head: NHB = 1)
+              } else {
+                const float kw = __fmul_rn(w, *kjc);
+                pk = __fmaf_rn(kw, t.khat[i], pk);
+                pq = __fmaf_rn(kw, t.qhat[i], pq);
+              }
+              acc[i] = __fadd_rn(acc[i], gj[i]);
+            }
+          if (!fold) {
+            pk = lane_group_sum<LPR>(pk);
+            pq = lane_group_sum<LPR>(pq);
+            if (cg == 0 && lr == 0) sCK[hd * R + j] = pk, sCQ[hd * R + j] = pq;
+          }
+        }
+        if (cg == 0) {
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+              const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+              const float w = expf(acc[i]);
+              if (fold) {
+                sBK[hd * K + col] = w;
+              } else {
+                sBK[hd * K + col] = __fmul_rn(w, t.khat[i]);
+                sBQ[hd * K + col] = __fmul_rn(w, t.qhat[i]);
+              }
+            }
+          if (lr == 0) sHd[2 * hd + 1] = th.beta;
+          if (!flush && ru == 0) {
+            float* wg = p.ring_g + ((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * K;
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) wg[Lay::col(c, lr) + v] = th.g[c * VEC + v];
+          }
+        }
+      }
+    }
+    if (lane == 0) sHd[2 * NHB] = t.kq;
+    // The token's k^, once per key head.
+    if (!flush && vc == 0 && ru == 0 && cg == 0) {
+      float* wk = p.ring_k + ((static_cast<int64_t>(slot) * p.H + kh) * R + qh) * K;
+#pragma unroll
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) wk[Lay::col(c, lr) + v] = t.khat[c * VEC + v];
+    }
+  }
+
+  if (early) {  // the chain's results (and, for fold rows, the ring u rows) before the first row
+    if (tid < nstream) cp_async_wait<0>();
+    __syncthreads();
+  }
+  if (tid < nstream) {
+    const int qh = phys(hist);
+    int cur_head = -1;
+    float bk[COLS], bq[COLS];  // the vectors the ordinary rows' dots use
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) bk[i] = t.khat[i], bq[i] = t.qhat[i];
+#pragma unroll 1
+    for (int k = 0; k < NU; ++k) {
+      cp_async_wait_upto(k < NS ? NS : NS - 1);  // unit k landed (groups: units 0..NS-1, ring, ..)
+      const TState* tile = reinterpret_cast<const TState*>(smem + (k % NS) * sm.stage);
+      const int n = unit_rows(k), hd = k / UPH, vh = unit_head(k), row0 = unit_row0(k);
+      if (!fold) {
+        if (KDA && hd != cur_head) {
+          cur_head = hd;
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+              const int col = Lay::col(c, lr) + v;
+              bk[c * VEC + v] = sBK[hd * K + col];
+              bq[c * VEC + v] = sBQ[hd * K + col];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          const int r = grp * RPT + i;
+          float s[COLS];
+          tile_row<TState, Lay>(tile, r, lr, r < n, s);
+          float pk = 0.0f, pq = 0.0f;
+#pragma unroll
+          for (int e = 0; e < COLS; ++e) {
+            pk = __fmaf_rn(s[e], bk[e], pk);
+            pq = __fmaf_rn(s[e], bq[e], pq);
+          }
+          pk = lane_group_sum<LPR>(pk);
+          pq = lane_group_sum<LPR>(pq);
+          if (r < n && lr == 0) sDot[k * U + r] = make_float2(pk, pq);
+        }
+      } else {
+        if (hd != cur_head) {  // the token's gate and beta of this value head
+          cur_head = hd;
+          t.load(p, b, vh, lr);
+        }
+        const float* uk = sU + k * R * U;
+        float abar[GW];
+#pragma unroll
+        for (int c = 0; c < CPL; ++c)
+#pragma unroll
+          for (int v = 0; v < (KDA ? VEC : 1); ++v)
+            abar[KDA ? c * VEC + v : 0] = KDA ? sBK[hd * K + Lay::col(c, lr) + v] : sHd[2 * hd];
+        const float* cj = sCK + hd * R;
+        const TIn* vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V;
+#pragma unroll 1
+        for (int i0 = 0; i0 < RPT; i0 += FR) {
+          const int r0 = grp * RPT + i0;
+          float s[FR][COLS];
+#pragma unroll
+          for (int f = 0; f < FR; ++f) {
+            tile_row<TState, Lay>(tile, r0 + f, lr, r0 + f < n, s[f]);
+#pragma unroll
+            for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar[KDA ? e : 0], s[f][e]);
+          }
+#pragma unroll 2
+          for (int j = 0; j < hist; ++j) {
+            float kq[COLS];
+            const float* kjr = sK + j * K;
+#pragma unroll
+            for (int c = 0; c < CPL; ++c)
+#pragma unroll
+              for (int v = 0; v < VEC; v += 4) {
+                const float4 k4 = *reinterpret_cast<const float4*>(kjr + Lay::col(c, lr) + v);
+                kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
+                kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
+              }
+            const float4 u4 = *reinterpret_cast<const float4*>(uk + phys(j) * U + r0);
+            float uf[FR] = {u4.x, u4.y, u4.z, u4.w};
+            if (!KDA) {
+              const float c = cj[j];
+#pragma unroll
+              for (int f = 0; f < FR; ++f) uf[f] = __fmul_rn(c, uf[f]);
+            }
+#pragma unroll
+            for (int f = 0; f < FR; ++f)
+#pragma unroll
+              for (int e = 0; e < COLS; ++e) s[f][e] = __fmaf_rn(uf[f], kq[e], s[f][e]);
+          }
+          // The conventional update with the token: the conventional kernel's own code.
+#pragma unroll
+          for (int f = 0; f < FR; ++f) {
+            const int r = r0 + f;
+            const bool valid = r < n;
+            const float vv = valid ? to_f32(vin[row0 + r]) : 0.0f;
+            const float2 yu = delta_rule_row(s[f], t, vv);
+            if (valid) {
+              if (lr == 0) {
+                y_at(vh, row0 + r) = from_f32<TIn>(yu.x);
+                if (!flush)
+                  p.ring_u[((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row0 + r] =
+                      yu.y;
+              }
+              if (flush)
+                store_row<TState, Lay>(state_of(k) + static_cast<int64_t>(r) * K, lr, s[f]);
+            }
+          }
+        }
+      }
+      issue(k + NS);  // into the stage this thread has just read
+    }
+    cp_async_wait<0>();  // the ring u rows (the epilogue reads every thread's copies)
+  }
+  if (fold) return;  // fold rows wrote y and their records in the row loop
+  __syncthreads();
+
+  // ---- epilogue: ordinary rows' y, and the ring u of the token's record
+  const int qh = phys(hist);
+  const float kq = sHd[2 * NHB];
+#pragma unroll 1
+  for (int v = tid; v < NU * U; v += blockDim.x) {
+    const int k = v / U, r = v - k * U;
+    if (r >= unit_rows(k)) continue;
+    const int hd = k / UPH, vh = unit_head(k), row = unit_row0(k) + r;
+    const float2 d = sDot[v];
+    const float A = KDA ? 1.0f : sHd[2 * hd];
+    float hk = __fmul_rn(A, d.x), hq = __fmul_rn(A, d.y);
+    const float* uk = sU + k * R * U + r;
+    const float* ck = sCK + hd * R;
+    const float* cq = sCQ + hd * R;
+#pragma unroll 4
+    for (int j = 0; j < hist; ++j) {
+      const float uj = uk[phys(j) * U];
+      hk = __fmaf_rn(uj, ck[j], hk);
+      hq = __fmaf_rn(uj, cq[j], hq);
+    }
+    const int64_t bv = static_cast<int64_t>(b) * p.HV + vh;
+    const float vv = to_f32(static_cast<const TIn*>(p.v)[bv * p.V + row]);
+    const float u = __fmul_rn(sHd[2 * hd + 1], __fsub_rn(vv, hk));
+    y_at(vh, row) = from_f32<TIn>(__fmaf_rn(kq, u, hq));
+    p.ring_u[((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row] = u;
+  }
+}
+
+}  // namespace replayssm::cuda::gdn
