@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (see /work/.library/device): build for the H200 (sm_90a) — or take
-# prebuilt binaries from $PREBUILT (replayssm_tests, replayssm, replayssm_bench, optionally .gz),
+# prebuilt binaries from $PREBUILT (replayssm_tests, replayssm, replayssm_bench, optionally .xz/.gz),
 # built here with the same -gencode, since building on the device costs its time — run the GPU
 # tests, the kernel benchmark and the bundled models on CUDA, and write logs and results under
 # $OUT (at most 8 files come back). Usage:
@@ -19,8 +19,10 @@ if [ -n "${PREBUILT:-}" ]; then
   bin=$root/build-device-bin
   mkdir -p "$bin"
   for f in replayssm_tests replayssm replayssm_bench; do
-    [ -e "$PREBUILT/$f.gz" ] || [ -e "$PREBUILT/$f" ] || continue
-    if [ -f "$PREBUILT/$f.gz" ]; then gunzip -c "$PREBUILT/$f.gz" > "$bin/$f"; else cp "$PREBUILT/$f" "$bin/$f"; fi
+    if [ -f "$PREBUILT/$f.xz" ]; then xz -dc "$PREBUILT/$f.xz" > "$bin/$f"
+    elif [ -f "$PREBUILT/$f.gz" ]; then gunzip -c "$PREBUILT/$f.gz" > "$bin/$f"
+    elif [ -f "$PREBUILT/$f" ]; then cp "$PREBUILT/$f" "$bin/$f"
+    else continue; fi
     chmod +x "$bin/$f"
   done
   tests=$bin/replayssm_tests cli=$bin/replayssm bench=$bin/replayssm_bench

@@ -7,9 +7,10 @@
 namespace replayssm {
 namespace {
 
-TEST(Dispatch, Mamba2ReplaysFromBatch32WithAtMost16) {
-  for (int64_t b : {0, 1, 8, 31}) EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
-  for (int64_t b : {32, 64, 256, 512}) {
+TEST(Dispatch, Mamba2ReplaysFromBatch128WithAtMost16) {
+  for (int64_t b : {0, 1, 8, 32, 64, 127})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
+  for (int64_t b : {128, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 8), 8);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 32), 16);
@@ -17,9 +18,13 @@ TEST(Dispatch, Mamba2ReplaysFromBatch32WithAtMost16) {
   }
 }
 
-TEST(Dispatch, GdnAndKdaUseTheConventionalStepUntilReplayWins) {
-  for (auto f : {SsmFamily::kGdn, SsmFamily::kKda})
-    for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(f, b, 16), 1);
+TEST(Dispatch, GdnReplaysFromBatch64KdaUsesTheConventionalStep) {
+  for (int64_t b : {1, 32, 63}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
+  for (int64_t b : {64, 256, 512}) {
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 16);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4), 4);
+  }
+  for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
 }
 
 TEST(Dispatch, RejectsBadArguments) {

@@ -12,13 +12,16 @@ enum class SsmFamily : uint8_t { kMamba2, kGdn, kKda };
 const char* ssm_family_name(SsmFamily f);
 
 /// The ring length to decode `batch` rows with, given the length the caller asked for (>= 1):
-/// `requested` where the measured ReplaySSM window beats the conventional step at that batch, else
-/// 1. Source: `replayssm_bench kernels` on the H200, fp32 state (bench/results/kernels-all-c58e8c1;
-/// re-measured with this dispatcher at c2d8804: the dispatched rows 0.99-1.03x where L = 1):
-///   Mamba-2 (Nano-4B, Super): window / conventional 0.55-0.89 at batch 1-8, 1.20-1.38 at batch
-///     >= 32 for L 4..16, and < 1 at L = 32 for Nano at batch 256: L = min(requested, 16) at
-///     batch >= 32, else 1.
-///   GDN, KDA (v1 replay kernels): 0.45-0.99 at every batch: 1.
+/// `requested` (at most 16) where the measured ReplaySSM step beats the conventional step at that
+/// batch both when every row flushes on the same step ("window") and when the rows' flushes are
+/// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
+/// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*):
+///   Mamba-2 (Nano-4B, Super; c2d8804): window 1.22-1.40x from batch 32, but mixed 0.77-0.80x at
+///     batch 32 and 0.95-0.97x at 64 (a flushing row's blocks are the tail of a short grid),
+///     1.10-1.35x from batch 128; below 32 both < 1: L = min(requested, 16) at batch >= 128.
+///   GDN (Qwen3.5-4B, -122B; group kernel, 7241bec): mixed 0.93-0.96x at batch 32, 1.07-1.40x from
+///     batch 64 (window 1.24-1.43x from 32): L = min(requested, 16) at batch >= 64.
+///   KDA (Kimi-Linear): < 1 at every batch: 1.
 /// Errors: ConfigError if requested < 1 or batch < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested);
 

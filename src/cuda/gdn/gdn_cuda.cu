@@ -398,9 +398,12 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
     return p;
   }
   // Group kernel. Latency-bound: one value head and one 4-row-per-thread unit per block (the most
-  // blocks), the whole ring prefetched. Bandwidth-bound: 8 rows per thread (32 KB fp32 units), two
-  // in flight, every value head of the key head (up to 4) and the whole of V per block, so that
-  // the chain is paid once per up to 8 units; halved until two blocks fit an SM.
+  // blocks), the whole ring prefetched. Bandwidth-bound: every value head of the key head (up to
+  // 4) and the whole of V per block, so that the chain is paid once per ~8 units, two units in
+  // flight: 4 rows per thread (16 KB fp32 units) while that makes <= 8 units, else 8 (H200,
+  // 7241bec: Qwen3.5-4B batch 256 window 192 µs with 8 x 16 KB against 211 µs with 4 x 32 KB;
+  // Qwen3.5-122B 381 µs with 8 x 32 KB against 435 µs with 16 x 16 KB); shrunk until the shared
+  // memory fits two blocks per SM.
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
   const int64_t group = d.num_v_heads / d.num_k_heads;
@@ -416,6 +419,9 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
       break;
     }
   p.heads_per_block = kda ? 1 : hpb;
+  p.rows_per_thread = 4;
+  if (p.heads_per_block * cdiv(d.head_v_dim, group_unit_rows(d, state, 4)) > 8)
+    p.rows_per_thread = 8;
   p.units_per_head =
       static_cast<int>(cdiv(d.head_v_dim, group_unit_rows(d, state, p.rows_per_thread)));
   constexpr int64_t kTwoPerSm = 110 * 1024;

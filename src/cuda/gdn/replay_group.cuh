@@ -145,7 +145,6 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
 
   const bool flush = flush_raw != 0;
   const bool fold = flush || p.state_route;  // materialise the state for this row
-  const bool early = fold || KDA;            // the stream waits for the chain before any row
   Tok t;
   if (tid < nstream) {
     for (int k = 0; k < NS; ++k) issue(k);
@@ -271,67 +270,96 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
         if (!flush && ru == 0) p.ring_g[(static_cast<int64_t>(slot) * p.HV + vh) * R + qh] = gt;
       }
     } else {
-      // Per key channel (the lanes' columns; both row groups compute, the first one writes).
-#pragma unroll 1
-      for (int hd = 0; hd < NHB; ++hd) {
-        const int vh = vh0 + hd;
-        Tok th;  // the token's gate of this value head
-        th.load(p, b, vh, lr);
-        const float* rg = sG;  // NHB = 1
-        float acc[COLS];
+      // Per key channel, one value head (NHB = 1, the plan's rule for KDA). The running gate sums
+      // go from the token backwards (E(j) = g_tok + g_{h-1} + .. + g_{j+1}), so every exponent is
+      // <= 0 and every E(j) has the same bits in each pass below.
+      Tok th;  // the token's gate of the value head
+      th.load(p, b, vh0, lr);
+      auto gate_row = [&](int j, float* gj) {
 #pragma unroll
-        for (int i = 0; i < COLS; ++i) acc[i] = fold ? 0.0f : th.g[i];
+        for (int c = 0; c < CPL; ++c)
+          load_vec<float, VEC>(sG + phys(j) * K + Lay::col(c, lr), &gj[c * VEC]);
+      };
+      float acc[COLS];
+#pragma unroll
+      for (int i = 0; i < COLS; ++i) acc[i] = fold ? 0.0f : th.g[i];
+      // Pass 1 (what the stream waits for): the whole sum, e^{E(-1)} (ordinary: ⊙ k^ and q^;
+      // fold: ā' per channel), beta, the token's gate record.
 #pragma unroll 1
-        for (int j = hist - 1; j >= 0; --j) {
-          float gj[COLS];
+      for (int j = hist - 1; j >= 0; --j) {
+        float gj[COLS];
+        gate_row(j, gj);
+#pragma unroll
+        for (int i = 0; i < COLS; ++i) acc[i] = __fadd_rn(acc[i], gj[i]);
+      }
+      if (cg == 0) {
+#pragma unroll
+        for (int c = 0; c < CPL; ++c)
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+            const float w = expf(acc[i]);
+            sBK[col] = fold ? w : __fmul_rn(w, t.khat[i]);
+            if (!fold) sBQ[col] = __fmul_rn(w, t.qhat[i]);
+          }
+        if (lr == 0) sHd[1] = th.beta;
+        if (!flush && ru == 0) {
+          float* wg = p.ring_g + ((static_cast<int64_t>(slot) * p.HV + vh0) * R + qh) * K;
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            load_vec<float, VEC>(rg + phys(j) * K + Lay::col(c, lr), &gj[c * VEC]);
-          float pk = 0.0f, pq = 0.0f;
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) wg[Lay::col(c, lr) + v] = th.g[c * VEC + v];
+        }
+      }
+      // Ordinary rows: the stream's dots need only pass 1; the per-record scalars below are for
+      // the epilogue and run while the stream reads (barrier 1 of 2).
+      if (!fold) __syncthreads();
+      // Pass 2: per record, e^{E(j)} (ordinary: inside the dots with k^ and q^; fold: k^_j ⊙ c_j
+      // in place), the two row groups of the warp taking alternate records (j = h-1-2t-cg).
+      float run[COLS];
+#pragma unroll
+      for (int i = 0; i < COLS; ++i) run[i] = fold ? 0.0f : th.g[i];
+      if (cg == 1 && hist >= 1) {
+        float gj[COLS];
+        gate_row(hist - 1, gj);
+#pragma unroll
+        for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
+      }
+#pragma unroll 1
+      for (int t2 = 0; 2 * t2 < hist; ++t2) {
+        const int j = hist - 1 - 2 * t2 - cg;
+        float pk = 0.0f, pq = 0.0f;
+        if (j >= 0) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
 #pragma unroll
             for (int v = 0; v < VEC; ++v) {
               const int i = c * VEC + v;
               float* kjc = sK + j * K + Lay::col(c, lr) + v;
-              const float w = expf(acc[i]);
+              const float w = expf(run[i]);
               if (fold) {
-                if (cg == 0) *kjc = __fmul_rn(w, *kjc);  // k^_j ⊙ c_j (one value head: NHB = 1)
+                *kjc = __fmul_rn(w, *kjc);
               } else {
                 const float kw = __fmul_rn(w, *kjc);
                 pk = __fmaf_rn(kw, t.khat[i], pk);
                 pq = __fmaf_rn(kw, t.qhat[i], pq);
               }
-              acc[i] = __fadd_rn(acc[i], gj[i]);
             }
-          if (!fold) {
-            pk = lane_group_sum<LPR>(pk);
-            pq = lane_group_sum<LPR>(pq);
-            if (cg == 0 && lr == 0) sCK[hd * R + j] = pk, sCQ[hd * R + j] = pq;
+          // advance by two records: E(j - 2) = E(j) + g_j + g_{j-1}
+          float gj[COLS];
+          gate_row(j, gj);
+#pragma unroll
+          for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
+          if (j >= 1) {
+            gate_row(j - 1, gj);
+#pragma unroll
+            for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
           }
         }
-        if (cg == 0) {
-#pragma unroll
-          for (int c = 0; c < CPL; ++c)
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) {
-              const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-              const float w = expf(acc[i]);
-              if (fold) {
-                sBK[hd * K + col] = w;
-              } else {
-                sBK[hd * K + col] = __fmul_rn(w, t.khat[i]);
-                sBQ[hd * K + col] = __fmul_rn(w, t.qhat[i]);
-              }
-            }
-          if (lr == 0) sHd[2 * hd + 1] = th.beta;
-          if (!flush && ru == 0) {
-            float* wg = p.ring_g + ((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * K;
-#pragma unroll
-            for (int c = 0; c < CPL; ++c)
-#pragma unroll
-              for (int v = 0; v < VEC; ++v) wg[Lay::col(c, lr) + v] = th.g[c * VEC + v];
-          }
+        if (!fold) {  // both row groups shuffle (full-warp sums)
+          pk = lane_group_sum<LPR>(pk);
+          pq = lane_group_sum<LPR>(pq);
+          if (j >= 0 && lr == 0) sCK[j] = pk, sCQ[j] = pq;
         }
       }
     }
@@ -346,8 +374,12 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     }
   }
 
-  if (early) {  // the chain's results (and, for fold rows, the ring u rows) before the first row
+  // Barrier 1: fold rows wait for the whole chain and the ring u rows; KDA ordinary rows only for
+  // the chain's pass 1 (the chain warp arrived from inside its KDA branch).
+  if (fold) {
     if (tid < nstream) cp_async_wait<0>();
+    __syncthreads();
+  } else if (KDA && tid < nstream) {
     __syncthreads();
   }
   if (tid < nstream) {

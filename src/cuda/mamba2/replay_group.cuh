@@ -27,14 +27,14 @@
 namespace replayssm::cuda::mamba2 {
 
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const StepParams p) {
   using Lay = Layout<sizeof(TState), N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane;
   constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
   constexpr int NL = N / 32;            // B and C elements per lane of the chain warp
-  constexpr int FR = 4;                 // rows folded at once (consecutive: 4-row x_j loads)
+  constexpr int FR = 16 / COLS;         // rows folded at once: 16 state registers
   constexpr int KT = kGroupTokenItems;  // token x / z elements per streaming thread
   constexpr int RB = 8;                 // ring B rows per round of the chain warp
   static_assert(RPT % FR == 0 && VEC % 4 == 0 && N % 32 == 0, "layout");
@@ -65,10 +65,8 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
   const int nstream = nthreads - 32;  // streaming threads; the last warp is the chain warp
   const int lane = tid & 31, warp = tid >> 5;
   const int lr = lane % LPR;
-  const int grp = warp * Lay::kRowsPerWarp + lane / LPR;  // row group of a streaming thread
-  // A streaming thread owns RPT consecutive rows of each head (a pass of a warp reads whole rows
-  // at a stride of RPT rows: still full 16-byte chunks per lane).
-  auto row_of = [&](int i) { return grp * RPT + i; };
+  const int grp = warp * Lay::kRowsPerWarp + lane / LPR;  // first row of a streaming thread
+  const int pass = (nstream >> 5) * Lay::kRowsPerWarp;    // rows per pass of the streaming warps
   TIn* const y0 = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
 
   const int slot = p.slot_ids[b];
@@ -109,7 +107,7 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
       const TState* src = S0 + static_cast<int64_t>(k) * p.P * N;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
-        const int r = row_of(i);
+        const int r = grp + i * pass;
         if (r < nrows) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
@@ -285,7 +283,7 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
       if (!fold) {
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
-          const int r = row_of(i);
+          const int r = grp + i * pass;
           float part = 0.0f;
           if (r < nrows) {
             float s[COLS];
@@ -310,7 +308,7 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
           float s[FR][COLS];
 #pragma unroll
           for (int f = 0; f < FR; ++f) {
-            const int r = row_of(i0 + f);
+            const int r = grp + (i0 + f) * pass;
 #pragma unroll
             for (int cc = 0; cc < CPL; ++cc)
               unpack16<TState>(
@@ -336,12 +334,12 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
                   bq[cc * VEC + e] = t.x, bq[cc * VEC + e + 1] = t.y;
                   bq[cc * VEC + e + 2] = t.z, bq[cc * VEC + e + 3] = t.w;
                 }
-              float x4[FR];  // x_j of the 4 rows (past nrows: rows this thread discards)
-              load_vec<TRing, FR>(xk + phys(j) * rpb + row_of(i0), x4);
+              const TRing* xj = xk + phys(j) * rpb;
               const float cj = coef[j];
 #pragma unroll
               for (int f = 0; f < FR; ++f) {
-                const float cx = __fmul_rn(cj, x4[f]);
+                const int r = grp + (i0 + f) * pass;
+                const float cx = r < nrows ? __fmul_rn(cj, to_f32(xj[r])) : 0.0f;
 #pragma unroll
                 for (int e = 0; e < COLS; ++e) s[f][e] = __fmaf_rn(cx, bq[e], s[f][e]);
               }
@@ -350,7 +348,7 @@ __global__ void __launch_bounds__(kReplayThreads) replay_group_kernel(const Step
           // The conventional update with the token: the same code as the conventional kernel.
 #pragma unroll
           for (int f = 0; f < FR; ++f) {
-            const int r = row_of(i0 + f);
+            const int r = grp + (i0 + f) * pass;
             const bool valid = r < nrows;
             const float xv = valid ? sxt[k * nrows + r] : 0.0f;
             float part = 0.0f;
