@@ -315,19 +315,20 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
       // the epilogue and run while the stream reads (barrier 1 of 2).
       if (!fold) __syncthreads();
       // Pass 2: per record, e^{E(j)} (ordinary: inside the dots with k^ and q^; fold: k^_j ⊙ c_j
-      // in place), the two row groups of the warp taking alternate records (j = h-1-2t-cg).
+      // in place), the RPW row groups of the warp taking records in turn (j = h-1-RPW t-cg); each
+      // group's running sum adds the gates one at a time in the same order as pass 1.
       float run[COLS];
 #pragma unroll
       for (int i = 0; i < COLS; ++i) run[i] = fold ? 0.0f : th.g[i];
-      if (cg == 1 && hist >= 1) {
+      for (int m = 1; m <= cg && hist - m >= 0; ++m) {
         float gj[COLS];
-        gate_row(hist - 1, gj);
+        gate_row(hist - m, gj);
 #pragma unroll
         for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
       }
 #pragma unroll 1
-      for (int t2 = 0; 2 * t2 < hist; ++t2) {
-        const int j = hist - 1 - 2 * t2 - cg;
+      for (int t2 = 0; RPW * t2 < hist; ++t2) {
+        const int j = hist - 1 - RPW * t2 - cg;
         float pk = 0.0f, pq = 0.0f;
         if (j >= 0) {
 #pragma unroll
@@ -345,13 +346,10 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
                 pq = __fmaf_rn(kw, t.qhat[i], pq);
               }
             }
-          // advance by two records: E(j - 2) = E(j) + g_j + g_{j-1}
-          float gj[COLS];
-          gate_row(j, gj);
-#pragma unroll
-          for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
-          if (j >= 1) {
-            gate_row(j - 1, gj);
+          // advance to this group's next record: E(j - RPW) = E(j) + g_j + .. + g_{j-RPW+1}
+          for (int m = 0; m < RPW && j - m >= 0; ++m) {
+            float gj[COLS];
+            gate_row(j - m, gj);
 #pragma unroll
             for (int i = 0; i < COLS; ++i) run[i] = __fadd_rn(run[i], gj[i]);
           }
