@@ -15,6 +15,7 @@ struct StepBytes {
   int64_t state_bytes = 0;   ///< one slot's state / checkpoint
   int64_t io_bytes = 0;      ///< inputs + output + slot id of one sequence
   int64_t record_bytes = 0;  ///< one ring record
+  int64_t copy_bytes = 0;    ///< split state modes: one slot's read copy (0: none)
 
   static constexpr int64_t kCursorBytes = 4 + 4 + 1;
 
@@ -24,11 +25,15 @@ struct StepBytes {
 
   /// Read S, update, write S, y.
   int64_t conventional() const { return 2 * state() + io(); }
-  /// Ordinary replay step with h history records: read S0 and h records, append one, y.
-  int64_t ordinary(int64_t h) const { return state() + (h + 1) * record() + io() + kCursorBytes; }
-  /// Flush at h = L - 1: read S0 and L - 1 records, fold them with the token, write S0 once.
+  /// Ordinary replay step with h history records: read S0 (or the read copy) and h records,
+  /// append one, y.
+  int64_t ordinary(int64_t h) const {
+    return (copy_bytes ? copy_bytes : state()) + (h + 1) * record() + io() + kCursorBytes;
+  }
+  /// Flush at h = L - 1: read S0 and L - 1 records, fold them with the token, write S0 once (and
+  /// the read copy).
   int64_t flush(int64_t L) const {
-    return 2 * state() + (L - 1) * record() + io() + kCursorBytes;
+    return 2 * state() + copy_bytes + (L - 1) * record() + io() + kCursorBytes;
   }
   /// Mean over an L-step window (L - 1 ordinary steps at h = 0..L-2, one flush); also the mean
   /// of a step whose rows sit at uniformly spread phases ("mixed").

@@ -42,6 +42,7 @@ class GdnPool {
   int calls() const { return slots_->calls(); }
   int64_t slots() const { return slots_->slots(); }
   DType state_dtype() const { return state_t_; }
+  DType read_dtype() const { return DType::kF32; }  ///< no split modes for GDN/KDA yet
 
  private:
   int64_t gw() const { return layer_.dims.gate == gdn::Gate::kChannel ? layer_.dims.head_k_dim : 1; }

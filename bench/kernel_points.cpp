@@ -16,7 +16,13 @@ int calls_per_graph(double smallest_call_bytes) {
   return static_cast<int>(std::clamp(r, 2.0, 64.0));
 }
 
-std::string state_name(DType t) {
+std::string state_name(DType t, DType read) {
+  if (read != DType::kF32) {
+    if (t != DType::kF32 || (read != DType::kBF16 && read != DType::kF16))
+      throw BenchError(std::string("read copy ") + dtype_name(read) + " of a " + dtype_name(t) +
+                       " checkpoint is not benchmarked");
+    return read == DType::kBF16 ? "fp32/bf16" : "fp32/fp16";
+  }
   switch (t) {
     case DType::kF32:
       return "fp32/fp32";
@@ -102,7 +108,7 @@ Row measure(const PoolStats& pool, const std::function<void()>& poison,
   const double per = 1e3 / (static_cast<double>(pool.calls) * steps);  // ms per replay -> µs
   Row r;
   r.batch = pool.batch;
-  r.state = state_name(pool.state);
+  r.state = state_name(pool.state, pool.read);
   r.us = st.median_ms * per;
   r.us_p10 = st.p10_ms * per;
   r.us_p90 = st.p90_ms * per;

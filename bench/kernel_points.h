@@ -30,6 +30,8 @@ struct KernelConfig {
   std::vector<int> sweep_L;             ///< L sweep: dispatcher route, every mode
   std::vector<int64_t> sweep_batches;
   DType state = DType::kF32;            ///< state / checkpoint dtype
+  DType read = DType::kF32;             ///< split modes (Mamba-2): the read copy's dtype, else
+                                        ///< kF32 (no copy)
   uint64_t seed = 1;
   TimingConfig timing;
   double copy_gbps = 0;                 ///< for pct_copy_bw
@@ -41,8 +43,9 @@ struct KernelConfig {
 /// 2..64, so that between two touches of one call's slots the graph moves >= 8x the 60 MB L2.
 int calls_per_graph(double smallest_call_bytes);
 
-/// "fp32/fp32" etc.; throws BenchError for a dtype not benchmarked.
-std::string state_name(DType t);
+/// "fp32/fp32", "fp32/bf16" (a split read copy) etc.; throws BenchError for a dtype not
+/// benchmarked.
+std::string state_name(DType t, DType read = DType::kF32);
 /// Main and sweep batches, sorted, each once.
 std::vector<int64_t> all_batches(const KernelConfig& cfg);
 /// The L values a batch is measured at, each with whether every route runs (main points) or only
@@ -60,7 +63,7 @@ double run_bytes_per_shape(const KernelConfig& cfg, const StepBytes& bm, int nro
 struct PoolStats {
   int64_t batch, slots;
   int calls;
-  DType state;
+  DType state, read;
 };
 
 /// Times one graph and fills the measured part of a row: per-call µs (replay time over R calls and
@@ -90,7 +93,8 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
     // then moves >= 512 MiB between two touches of the same slots.
     const int R = calls_per_graph(static_cast<double>(bm.ordinary(0)) * batch);
     auto pool = fam.make_pool(batch, R, cfg.seed + 1000003ull * batch, s);
-    const PoolStats ps{pool->batch(), pool->slots(), pool->calls(), pool->state_dtype()};
+    const PoolStats ps{pool->batch(), pool->slots(), pool->calls(), pool->state_dtype(),
+                       pool->read_dtype()};
     const auto poison = [&] { pool->poison_outputs(); };
     const auto check = [&](const std::string& w) { pool->check_finite(w); };
     const std::string where = fmt::format("{} batch {}", shape, batch);

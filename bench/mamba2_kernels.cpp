@@ -19,16 +19,21 @@ struct Mamba2Family {
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   mamba2::Dims dims;
-  DType state;
+  DType state, read;
   StepBytes bytes;
 
-  Mamba2Family(const Mamba2Shape& s, DType st)
-      : dims{s.H, s.P, s.N, s.G}, state(st), bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {}
+  Mamba2Family(const Mamba2Shape& s, DType st, DType rd)
+      : dims{s.H, s.P, s.N, s.G},
+        state(st),
+        read(rd),
+        bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {
+    if (rd != DType::kF32) bytes.copy_bytes = s.H * s.P * s.N * dtype_size(rd);
+  }
 
   static const char* route_name(Route r) { return cm::route_name(r); }
   std::unique_ptr<Mamba2Pool> make_pool(int64_t batch, int R, uint64_t seed,
                                         cudaStream_t s) const {
-    return std::make_unique<Mamba2Pool>(dims, batch, state, R, seed, s);
+    return std::make_unique<Mamba2Pool>(dims, batch, state, R, seed, s, read);
   }
   cm::Plan plan_conventional(int64_t batch) const {
     return cm::plan_conventional(dims, batch, state);
@@ -74,14 +79,14 @@ long mamba2_graph_count(const KernelConfig& cfg) {
 double mamba2_run_bytes(const KernelConfig& cfg) {
   double b = 0;
   for (const std::string& name : cfg.shapes)
-    b += run_bytes_per_shape(cfg, Mamba2Family(find_shape(name), cfg.state).bytes, 3);
+    b += run_bytes_per_shape(cfg, Mamba2Family(find_shape(name), cfg.state, cfg.read).bytes, 3);
   return b;
 }
 
 std::vector<Row> run_mamba2(const KernelConfig& cfg) {
   std::vector<Row> rows;
   for (const std::string& name : cfg.shapes)
-    run_points(cfg, Mamba2Family(find_shape(name), cfg.state), name, rows);
+    run_points(cfg, Mamba2Family(find_shape(name), cfg.state, cfg.read), name, rows);
   return rows;
 }
 

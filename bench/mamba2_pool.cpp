@@ -24,11 +24,12 @@ float softplus(float v) { return std::log1p(std::exp(v)); }
 }  // namespace
 
 Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls,
-                       uint64_t seed, cudaStream_t stream)
+                       uint64_t seed, cudaStream_t stream, DType read)
     : batch_(batch),
       calls_(calls),
       nslots_(batch * calls),
       state_t_(state),
+      read_t_(read),
       seed_(seed),
       stream_(stream),
       rng_(seed) {
@@ -59,6 +60,10 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   const int64_t nstate = nslots_ * H * P * N;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
+  if (read != kF32) {  // the split mode's read copy (its values do not change the timing)
+    read_ = DeviceMemory(nbytes(nstate, read));
+    fill_uniform(read_.get(), read, nstate, -1.0f, 1.0f, seed_ + 6, stream);
+  }
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nx = calls_ * per_call * H * P, ndt = calls_ * per_call * H,
@@ -116,6 +121,11 @@ mamba2::Cache Mamba2Pool::cache() const {
   const auto& d = layer_.dims;
   mamba2::Cache c;
   c.state = view(state_, 0, state_t_, {nslots_, d.nheads, d.headdim, d.d_state});
+  if (read_t_ != kF32) {
+    c.mode = StateMode{StateFormat::kFp32,
+                       read_t_ == kBF16 ? StateFormat::kBf16 : StateFormat::kFp16, false};
+    c.read.values = view(read_, 0, read_t_, {nslots_, d.nheads, d.headdim, d.d_state});
+  }
   if (L_ > 0) {
     c.ring_x = view(ring_x_, 0, kBF16, {nslots_, d.nheads, L_, d.headdim});
     c.ring_dt = view(ring_dt_, 0, kF32, {nslots_, d.nheads, L_});

@@ -20,8 +20,10 @@ namespace replayssm::bench {
 
 class Mamba2Pool {
  public:
+  /// read: the split mode's 16-bit read copy (kBF16 / kF16: modes fp32/bf16, fp32/fp16), or
+  /// kF32 for none.
   Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-             cudaStream_t stream);
+             cudaStream_t stream, DType read = DType::kF32);
 
   /// (Re)allocates and fills the ring for ring length L (bf16 x and B, fp32 delta).
   void set_ring(int L);
@@ -48,6 +50,7 @@ class Mamba2Pool {
   int64_t slots() const { return slots_->slots(); }
   int L() const { return slots_->L(); }
   DType state_dtype() const { return state_t_; }
+  DType read_dtype() const { return read_t_; }
 
  private:
   mamba2::Tokens tokens(int r) const;
@@ -58,14 +61,14 @@ class Mamba2Pool {
   int64_t batch_;
   int calls_;
   int64_t nslots_;
-  DType state_t_;
+  DType state_t_, read_t_;
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;
   std::mt19937_64 rng_;
   std::unique_ptr<SlotPool> slots_;  // made after the parameters (their draws come first)
   DeviceMemory A_log_, dt_bias_, D_;
-  DeviceMemory state_;
+  DeviceMemory state_, read_;
   DeviceMemory x_, dt_, B_, C_, y_;
   DeviceMemory ring_x_, ring_dt_, ring_B_;
 };

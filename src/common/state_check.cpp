@@ -15,11 +15,17 @@ std::string arg(const char* op, const char* name, const char* part) {
 
 }  // namespace
 
-void state_mode_runs(const StateMode& mode, StateOp op, Device device, const char* op_name) {
+void state_mode_runs(const StateMode& mode, StateOp op, Device device, const char* op_name,
+                     bool cuda_split16) {
   if (mode.is_default()) return;
-  check<UnsupportedError>(device != Device::kCUDA, op_name, ": state mode '", mode.name(),
-                          "' is not supported by the CUDA backend yet (it runs fp32/fp32, and "
-                          "float16/bfloat16 state dtypes); use CPU tensors");
+  const bool split16 = mode.is_split() && mode.recurrence == StateFormat::kFp32 &&
+                       (mode.read == StateFormat::kBf16 || mode.read == StateFormat::kFp16);
+  const bool cuda_ok = cuda_split16 && split16 && (op == StateOp::kReplay || op == StateOp::kReset);
+  check<UnsupportedError>(device != Device::kCUDA || cuda_ok, op_name, ": state mode '",
+                          mode.name(),
+                          "' is not supported by the CUDA backend yet (it runs fp32/fp32, "
+                          "float16/bfloat16 state dtypes and, for Mamba-2 replay, fp32/bf16 and "
+                          "fp32/fp16); use CPU tensors");
   check<UnsupportedError>(op != StateOp::kVerify, op_name, ": state mode '", mode.name(),
                           "' is not built for verify yet, expected fp32/fp32");
   check<ConfigError>(op != StateOp::kConventional || mode.shared, op_name, ": state mode '",

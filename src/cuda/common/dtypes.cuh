@@ -98,6 +98,16 @@ __device__ __forceinline__ void load16_stream(const T* p, float* out) {
   for (int v = 0; v < V; ++v) out[v] = to_f32(pk.e[v]);
 }
 
+/// Stores V elements rounded from in[] to T as one vector word (V * sizeof(T) of 4, 8 or 16 bytes;
+/// the pointer aligned to it).
+template <class T, int V>
+__device__ __forceinline__ void store_vec(T* p, const float* in) {
+  detail::Pack<T, V> pk;
+#pragma unroll
+  for (int v = 0; v < V; ++v) pk.e[v] = from_f32<T>(in[v]);
+  *reinterpret_cast<typename detail::Raw<V * sizeof(T)>::type*>(p) = pk.raw;
+}
+
 /// Streaming 16-byte store of 16 / sizeof(T) elements rounded from in[].
 template <class T>
 __device__ __forceinline__ void store16_stream(T* p, const float* in) {

@@ -12,6 +12,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
+#include "cuda/common/plan_env.h"
 #include "cuda/common/row_layout.cuh"
 #include "cuda/common/rows.h"
 #include "cuda/common/zero_slots.h"
@@ -277,24 +278,14 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0" (any
 /// subset) replaces those fields of the dispatcher's choice for every replay step of the process.
 void override_replay_plan(Plan& p) {
-  static const std::string env = [] {
-    const char* e = std::getenv("RSSM_GDN_REPLAY_PLAN");
-    return e ? std::string(e) : std::string();
-  }();
-  std::stringstream ss(env);
-  std::string kv;
-  while (std::getline(ss, kv, ',')) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = kv.substr(0, eq);
-    const int v = std::atoi(kv.c_str() + eq + 1);
+  for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "kernel") p.kernel = v;
     if (key == "rpt") p.rows_per_thread = v;
     if (key == "hpb") p.heads_per_block = v;
     if (key == "uph") p.units_per_head = v;
     if (key == "stages") p.stages = v;
     if (key == "prefetch") p.prefetch_ring = v;
-  }
+  });
 }
 
 LaunchShape launch_shape(const Dims& d, const Plan& plan, DType state, bool kda, int64_t batch,

@@ -12,6 +12,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
+#include "cuda/common/plan_env.h"
 #include "cuda/common/rows.h"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/layout.cuh"
@@ -300,24 +301,14 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
 /// replaces those fields of the dispatcher's choice for every replay step of the process.
 /// resolve_replay checks the result like a forced plan.
 void override_replay_plan(Plan& p, int64_t P) {
-  static const std::string env = [] {
-    const char* e = std::getenv("RSSM_MAMBA2_REPLAY_PLAN");
-    return e ? std::string(e) : std::string();
-  }();
-  std::stringstream ss(env);
-  std::string kv;
-  while (std::getline(ss, kv, ',')) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = kv.substr(0, eq);
-    const int v = std::atoi(kv.c_str() + eq + 1);
+  for_each_plan_override("RSSM_MAMBA2_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "rpt") p.rows_per_thread = v;
     if (key == "split" && v > 0)
       p.rows_per_block = static_cast<int>(
           P % kGroupRowUnit == 0 ? cdiv(cdiv(P, v), kGroupRowUnit) * kGroupRowUnit : cdiv(P, v));
     if (key == "hpb" && v > 0) p.heads_per_block = v;
     if (key == "prefetch") p.prefetch_ring = v;
-  }
+  });
 }
 
 }  // namespace
@@ -425,8 +416,13 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
     dispatch_conventional_state<bf16>(c.state_dtype, p, ls, stream);
 }
 
-void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
-                 const Rows& rows, TensorView y, const Plan& forced) {
+namespace {
+
+/// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
+/// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then also write `copy`.
+void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                   const Rows& rows, TensorView y, const Plan& forced, int8_t only,
+                   const TensorView& copy) {
   const char* op = "mamba2.replay_step (cuda)";
   Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
@@ -444,8 +440,14 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
                        ": ring_x is not 16-byte aligned, expected heads_per_block 1");
     group = false;
   }
+  check<UnsupportedError>(only == 0 || group, op, ": split state modes run on the group kernel, "
+                          "but the plan (rows_per_block ", plan.rows_per_block, ") selects the "
+                          "per-head kernel");
   if (c.batch == 0) return;
   StepParams p = base_params(layer, cache, c, rows);
+  p.only = only;
+  p.copy = copy.data;
+  p.copy_f16 = copy.dtype == kF16;
   const int64_t R = cursors.config.rows();
   p.R = static_cast<int32_t>(R);
   p.rows_per_block = plan.rows_per_block;
@@ -484,6 +486,36 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
     dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, p, ls, stream);
   else
     dispatch_replay_state<bf16>(c.state_dtype, c.ring_dtype, p, ls, stream);
+}
+}  // namespace
+
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& forced) {
+  if (cache.mode.is_default())
+    return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
+  const char* op = "mamba2.replay_step (cuda)";
+  const StateMode& m = cache.mode;
+  check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
+                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
+                          op, ": state mode '", m.name(),
+                          "' is not built for CUDA yet, expected fp32/fp32, fp32/bf16 or fp32/fp16");
+  const DType rd = m.read == StateFormat::kBf16 ? kBF16 : kF16;
+  validate::expect(cache.state, (std::string(op) + " state (fp32 checkpoint)").c_str(),
+                   {validate::kAny, layer.dims.nheads, layer.dims.headdim, layer.dims.d_state},
+                   {kF32}, Device::kCUDA);
+  const auto& sh = cache.state.shape;
+  validate::expect(cache.read.values, (std::string(op) + " read copy").c_str(),
+                   {sh[0], sh[1], sh[2], sh[3]}, {rd}, Device::kCUDA);
+  Cache base = cache;
+  base.mode = StateMode{};
+  base.read = StateBuffer{};
+  // L = 1: every step is a flush of the current token (the conventional step on the checkpoint);
+  // no ordinary step ever reads the copy.
+  if (cursors.config.L == 1) return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
+  Cache ordinary = base;
+  ordinary.state = cache.read.values;
+  replay_launch(layer, ordinary, cursors, in, rows, y, forced, 1, {});
+  replay_launch(layer, base, cursors, in, rows, y, forced, 2, cache.read.values);
 }
 
 }  // namespace replayssm::cuda::mamba2

@@ -63,6 +63,11 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 
 /// mamba2::replay_step on CUDA tensors: per row, cursors.is_flush (read on the device) selects the
 /// flush or the ordinary step, so one launch (and one CUDA graph) serves every mix of rows.
+/// Split modes fp32/bf16 and fp32/fp16 (cache.mode, precision.h): two launches per step (both
+/// captured by one graph): ordinary rows read only the 16-bit read copy (cache.read.values,
+/// [slots, H, P, N] bfloat16 / float16), flush rows fold into the fp32 checkpoint (cache.state)
+/// and write the read copy rounded (nearest even) from the same new fp32 state; nothing read
+/// from the copy enters the recurrence. Other modes: UnsupportedError naming the mode.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y, const Plan& plan = {});
 

@@ -37,6 +37,12 @@ struct StepParams {
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)
   bool prefetch_ring = false;  ///< stage all R ring rows without waiting for the cursors
   bool group = false;          ///< replay: the group kernel (replay_group.cuh), else replay.cuh
+  // split state modes fp32/bf16, fp32/fp16 (precision.h): two launches per step, one over the
+  // 16-bit read copy for the ordinary rows, one over the fp32 checkpoint for the flush rows, which
+  // also writes the read copy (rounded from the new fp32 state). Group kernel only.
+  int8_t only = 0;         ///< 0 every row; 1 ordinary rows only; 2 flush rows only
+  void* copy = nullptr;    ///< flush rows: the read copy [slots, H, P, N] to write (or none)
+  bool copy_f16 = false;   ///< the read copy is float16 (else bfloat16)
 };
 
 }  // namespace replayssm::cuda::mamba2

@@ -89,6 +89,10 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   const int origin_raw = p.origin[slot];
   const int hist_raw = p.hist[slot];
   const int flush_raw = p.is_flush[slot];
+  // Split modes: the flush launch leaves ordinary rows at once (one cursor round trip); the
+  // ordinary launch drops flush rows after its loads are issued (below), keeping its stream
+  // free of the cursor wait.
+  if (p.only == 2 && flush_raw == 0) return;
   int origin = 0, hist = 0;
   auto resolve = [&] {
     origin = origin_raw % R;
@@ -270,6 +274,10 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   }
 
   const bool flush = flush_raw != 0;
+  if (p.only == 1 && flush) {  // a flush row in the ordinary launch: the flush launch serves it
+    if (tid < nstream) cp_async_wait<0>();
+    return;
+  }
   const bool fold = flush || p.state_route;  // materialise the state for this row
   if (fold) {  // the weights, B_j and x_j are needed before the first row
     if (tid < nstream) cp_async_wait<0>();
@@ -363,6 +371,18 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
 #pragma unroll
                 for (int cc = 0; cc < CPL; ++cc)
                   store16_stream(dst + Lay::col(cc, lr), &s[f][cc * VEC]);
+                if (p.copy) {  // the read copy, rounded from the same new fp32 state
+                  const int64_t off = (sh0 + k) * p.P * N + static_cast<int64_t>(p0 + r) * N;
+#pragma unroll
+                  for (int cc = 0; cc < CPL; ++cc) {
+                    if (p.copy_f16)
+                      store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off + Lay::col(cc, lr),
+                                          &s[f][cc * VEC]);
+                    else
+                      store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(cc, lr),
+                                           &s[f][cc * VEC]);
+                  }
+                }
               }
             }
           }
