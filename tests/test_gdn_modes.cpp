@@ -205,7 +205,9 @@ void run_against_oracle(const GShape& s, const StateMode& mode, int L, int steps
       ref::GdnSeq& q = gp.seqs[ids[b]];
       q.S0 = testing::modes::to_vec(gp.checkpoint(ids[b]));
       if (mode.is_split()) q.prec.read = testing::modes::to_vec(gp.mb.read_of(ids[b]));
-      if (mode.uses_sr()) ASSERT_EQ(q.prec.sr.step, static_cast<uint32_t>(gp.mb.steps.data<int32_t>()[ids[b]]));
+      if (mode.uses_sr()) {
+        ASSERT_EQ(q.prec.sr.step, static_cast<uint32_t>(gp.mb.steps.data<int32_t>()[ids[b]]));
+      }
       ASSERT_EQ(q.cursor, gp.cursor(ids[b]));
     }
     std::vector<std::vector<uint8_t>> before(slots);
@@ -234,16 +236,18 @@ void run_against_oracle(const GShape& s, const StateMode& mode, int L, int steps
                                                  s.V * s.K, testing::modes::format_tol(mode.state_format())),
                   "")
             << "checkpoint after step " << step;
-        if (mode.has_read_copy())
+        if (mode.has_read_copy()) {
           ASSERT_EQ(testing::modes::per_head_close(testing::modes::to_vec(gp.mb.read.decode(ids[b])),
                                                    q.prec.read, s.V * s.K, testing::modes::format_tol(mode.read)),
                     "")
               << "read copy after step " << step;
+        }
       }
     }
     for (int64_t i = 0; i < slots; ++i)
-      if (std::find(ids.begin(), ids.end(), i) == ids.end())
+      if (std::find(ids.begin(), ids.end(), i) == ids.end()) {
         ASSERT_TRUE(gp.slot_bytes(i) == before[i]) << "slot " << i << " touched at step " << step;
+      }
     if (!mode.shared) {
       gp.commit(in.ids, batch);
       for (int64_t b = 0; b < batch; ++b)

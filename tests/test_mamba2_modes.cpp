@@ -102,12 +102,6 @@ std::vector<int32_t> pick_rows(int64_t slots, int64_t real, Rng& rng) {
   return rows;
 }
 
-double max_abs(const Vec& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
 /// Runs `steps` decode steps of a mode on a pool, the oracle synchronised to the CPU's state
 /// before every step (so both read the same quantised values), and checks everything listed in
 /// the file comment.
@@ -138,7 +132,9 @@ void run_against_oracle(const Shape& s, const StateMode& mode, int L, int steps,
       ref::Mamba2Seq& q = mp.seqs[ids[b]];
       q.S0 = testing::modes::to_vec(mp.checkpoint(ids[b]));
       if (mode.is_split()) q.prec.read = testing::modes::to_vec(mp.mb.read_of(ids[b]));
-      if (mode.uses_sr()) ASSERT_EQ(q.prec.sr.step, static_cast<uint32_t>(mp.mb.steps.data<int32_t>()[ids[b]]));
+      if (mode.uses_sr()) {
+        ASSERT_EQ(q.prec.sr.step, static_cast<uint32_t>(mp.mb.steps.data<int32_t>()[ids[b]]));
+      }
       ASSERT_EQ(q.cursor, mp.pool.cursor(ids[b])) << "step " << step;
     }
     std::vector<std::vector<uint8_t>> before(slots);
@@ -179,8 +175,9 @@ void run_against_oracle(const Shape& s, const StateMode& mode, int L, int steps,
     }
     // Slots outside the batch: every byte as before.
     for (int64_t i = 0; i < slots; ++i)
-      if (std::find(ids.begin(), ids.end(), i) == ids.end())
+      if (std::find(ids.begin(), ids.end(), i) == ids.end()) {
         ASSERT_TRUE(mp.slot_bytes(i) == before[i]) << "slot " << i << " touched at step " << step;
+      }
     if (!mode.shared) {
       GuardedBuffer acc(DType::kI32, {batch}, 9);
       for (int64_t b = 0; b < batch; ++b) acc.data<int32_t>()[b] = ids[b] < 0 ? 0 : 1;
