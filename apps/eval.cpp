@@ -25,7 +25,7 @@ namespace replayssm::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, text, device = "auto", ssm = "replay", json_out, commit;
+  std::string model, text, device = "auto", ssm = "auto", json_out, commit;
   std::vector<std::string> states = {"fp32"};
   std::vector<int64_t> buckets = engine::default_bucket_edges();
   int64_t tokens = 0;
@@ -90,7 +90,10 @@ int run_eval(const EvalArgs& args) {
     c.label = state_label(engine_state(mode));
     for (const auto& other : cands)
       check<ConfigError>(other.label != c.label, "--state: '", c.label, "' given twice");
-    c.options.ssm = a.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+    // auto: shared baselines run conventional, every other mode ReplaySSM.
+    const bool conventional =
+        a.ssm == "conventional" || (a.ssm == "auto" && mode.rfind("shared-", 0) == 0);
+    c.options.ssm = conventional ? engine::SsmMode::kConventional : engine::SsmMode::kReplay;
     c.options.ring_L = a.ring;
     c.options.state = engine_state(mode);
     cands.push_back(c);
@@ -135,12 +138,15 @@ void add_eval(CLI::App& app, Action& action) {
                   "W: split the text into W consecutive windows decoded as one batch")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   sub->add_option("--state", a->states,
-                  "state modes to evaluate, comma-separated (recurrence/read names; fp32 = "
-                  "fp32/fp32)")
+                  "state modes to evaluate, comma-separated: fp32 (= fp32/fp32), split modes "
+                  "recurrence/read (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, "
+                  "fp16sr/nvfp4, fp8/nvfp4, fp32/fp8), shared baselines shared-fp16, shared-bf16, "
+                  "shared-fp8, shared-nvfp4; on CUDA also bf16, fp16")
       ->delimiter(',');
-  sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: replay or conventional "
+  sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: auto (shared-* "
+                                   "conventional, the others replay), replay or conventional "
                                    "(the reference is always conventional fp32)")
-      ->check(CLI::IsMember({"conventional", "replay"}));
+      ->check(CLI::IsMember({"auto", "conventional", "replay"}));
   sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
                                         "choice)")
       ->check(CLI::Range(0, 64));

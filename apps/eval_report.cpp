@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cuda/device.h"
+#include "replayssm/precision.h"
 
 namespace replayssm::cli {
 namespace {
@@ -74,6 +75,15 @@ const EvalStats& far_bucket(const CandidateResult& c) {
   for (const EvalStats& s : c.buckets)
     if (s.begin == 65536) return s;
   return c.buckets.back();
+}
+
+/// A split mode name of precision.h (fp32/fp32 is not one: it has no low-precision state).
+bool is_split_mode(const std::string& label) {
+  try {
+    return parse_state_mode(label).is_split();
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -142,11 +152,11 @@ json eval_json(const EvalRunInfo& info, const EvalResult& r) {
   }
   const CandidateResult* shared = nullptr;
   for (const CandidateResult& c : r.candidates)
-    if (c.config.label == "nvfp4") shared = &c;
+    if (c.config.label == "shared-nvfp4") shared = &c;
   if (shared != nullptr) {
     const EvalStats& base = far_bucket(*shared);
     for (const CandidateResult& c : r.candidates) {
-      if (c.config.label.find('/') == std::string::npos) continue;
+      if (!is_split_mode(c.config.label)) continue;
       const EvalStats& s = far_bucket(c);
       rows.push_back({{"model", model},
                       {"state", c.config.label},
@@ -154,7 +164,7 @@ json eval_json(const EvalRunInfo& info, const EvalResult& r) {
                       {"L", ring(c.config.options)},
                       {"bucket", engine::bucket_label(s.begin, s.end)},
                       {"kl_reduction_vs_shared", s.kl > 0 ? json(base.kl / s.kl) : json(nullptr)},
-                      {"baseline", "nvfp4 (shared)"}});
+                      {"baseline", "shared-nvfp4"}});
     }
   }
   j["rows"] = rows;

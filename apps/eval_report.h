@@ -28,7 +28,8 @@ void print_eval_table(const EvalRunInfo& info, const engine::EvalResult& r);
 
 /// The JSON document (DESIGN.md §4). Rows: per candidate, one for all positions (bucket "all")
 /// and one per bucket, with "kl" (mean, nats), "kl_max", "top1_agreement", "bits_per_byte",
-/// "ref_bits_per_byte"; where the shared "nvfp4" baseline ran, per split mode ("a/b") one row
+/// "ref_bits_per_byte"; where the "shared-nvfp4" baseline ran, per split mode (precision.h's
+/// split modes: not fp32/fp32) one row
 /// with "kl_reduction_vs_shared" = shared KL / this mode's KL in the 64K-128K bucket (or the
 /// last bucket reached).
 nlohmann::json eval_json(const EvalRunInfo& info, const engine::EvalResult& r);

@@ -25,7 +25,7 @@ namespace replayssm::cli {
 namespace {
 
 struct GenerateOptions {
-  std::string model, prompts_file, prompt_ids, device = "auto", ssm = "replay", state = "fp32";
+  std::string model, prompts_file, prompt_ids, device = "auto", ssm = "auto", state = "fp32";
   std::vector<std::string> prompts;
   int max_new_tokens = 64, ring = 16, batch = 0, max_context = 2048;
   double temperature = 0.0, top_p = 1.0, dt_floor = 0.0;
@@ -162,6 +162,8 @@ int generate(const GenerateOptions& o) {
       engine::parse_config(engine::Checkpoint::open(opt.model).config()).vocab_size == 256;
   const auto reqs = make_requests(opt, bytes);
   const bool stream = reqs.size() == 1 && !opt.quiet;
+  // auto: shared state baselines (shared-*) decode conventionally, everything else with ReplaySSM.
+  if (opt.ssm == "auto") opt.ssm = opt.state.rfind("shared-", 0) == 0 ? "conventional" : "replay";
   auto mode = opt.ssm == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
   if (opt.speculate > 0) {
     // The speculative mode decides how the SSM layers run: ReplaySSM verify, or the peers'
@@ -211,7 +213,11 @@ int generate(const GenerateOptions& o) {
 
   const auto other = mode == engine::SsmMode::kReplay ? engine::SsmMode::kConventional
                                                       : engine::SsmMode::kReplay;
-  Run cmp = run_once(opt, other, reqs, bytes, false);
+  // A split or shared state mode is compared with the fp32 state run the other way (a split mode
+  // does not run conventionally, nor a shared one with ReplaySSM).
+  GenerateOptions cmp_opt = opt;
+  if (opt.state != "bf16" && opt.state != "fp16") cmp_opt.state = "fp32";
+  Run cmp = run_once(cmp_opt, other, reqs, bytes, false);
   const auto& conv = mode == engine::SsmMode::kReplay ? cmp : main_run;
   const auto& rep = mode == engine::SsmMode::kReplay ? main_run : cmp;
   // The CPU engine computes in float32: the two modes differ by summation order only (~1e-6 of
@@ -269,11 +275,15 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--device", o->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  sub->add_option("--ssm", o->ssm, "SSM decoding: conventional or replay")
-      ->check(CLI::IsMember({"conventional", "replay"}));
+  sub->add_option("--ssm", o->ssm, "SSM decoding: conventional, replay or auto (default: "
+                                   "conventional for shared-* state modes, else replay)")
+      ->check(CLI::IsMember({"auto", "conventional", "replay"}));
   sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
       ->check(CLI::Range(0, 64));
-  sub->add_option("--state", o->state, "SSM state mode (recurrence/read)");
+  sub->add_option("--state", o->state, "SSM state mode: fp32 (default), a split mode "
+                                       "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
+                                       "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
+                                       "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16 on Mamba-2");
   sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));

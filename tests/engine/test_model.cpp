@@ -183,8 +183,8 @@ TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
   o.ring_L = 65;
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), ConfigError);
   o.ring_L = 16;
-  o.state = "fp32/nvfp4";
-  EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), UnsupportedError);
+  o.state = "no-such-mode";
+  EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), ConfigError);
   o.state = "bf16";  // 16-bit state runs on the CUDA engine only
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), UnsupportedError);
   o.state = "fp32";

@@ -17,6 +17,7 @@
 #include "cuda/moe_kernels.h"
 #include "model/checks.h"
 #include "model/layout.h"
+#include "model/state_store.h"
 #include "replayssm/engine/checkpoint.h"
 
 namespace replayssm::engine {
@@ -27,6 +28,13 @@ using cuda::check_cuda;
 
 /// The sizes the CUDA kernels run (their headers' contracts), checked before any upload.
 void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
+  // Split state modes run on the Mamba-2 CUDA kernels only (checks.cpp admits fp32/bf16 and
+  // fp32/fp16 on CUDA); the GDN CUDA kernels keep fp32/fp32.
+  if (!engine_state_mode(opt.state).is_default())
+    check<UnsupportedError>(std::none_of(cfg.layers.begin(), cfg.layers.end(),
+                                         [](BlockKind k) { return k == BlockKind::kGdn; }),
+                            "state mode '", opt.state, "' is not built for GDN layers on the "
+                            "CUDA engine (CUDA runs it on Mamba-2 layers): run it with --device cpu");
   check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
                           ", expected <= 65535 (kernel batch limit)");
   const auto moe = [](BlockKind k) { return k == BlockKind::kMoe; };
@@ -143,6 +151,7 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
   sh_.dt_floor = opt.dt_floor;
   sh_.state_dtype = opt_.state == "bf16" ? DType::kBF16
                     : opt_.state == "fp16" ? DType::kF16 : DType::kF32;
+  sh_.state_mode = engine_state_mode(opt_.state);  // fp32/fp32, fp32/bf16 or fp32/fp16 here
   sh_.slots = S;
   sh_.context = opt.max_context;
   sh_.arena = &arena_;

@@ -44,6 +44,13 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     cache_.ring_x = device_view(a.alloc_n<float>(S * Hh * R * P), DType::kF32, {S, Hh, R, P});
     cache_.ring_dt = device_view(a.alloc_n<float>(S * Hh * R), DType::kF32, {S, Hh, R});
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});
+    // Split modes fp32/bf16, fp32/fp16 (replay only): the 16-bit read copy next to the fp32
+    // checkpoint; the library's reset_slots clears it with the checkpoint.
+    cache_.mode = sh.state_mode;
+    if (sh.state_mode.has_read_copy()) {
+      const DType rd = sh.state_mode.read == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
+      cache_.read.values = device_view(alloc_state(a, rd, S * Hh * P * N), rd, {S, Hh, P, N});
+    }
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {

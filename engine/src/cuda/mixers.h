@@ -17,6 +17,7 @@
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
+#include "replayssm/precision.h"
 #include "replayssm/ring.h"
 
 namespace replayssm::engine::cuda {
@@ -39,6 +40,9 @@ struct CudaShared {
   RingCursors cursors;  ///< device views
   double dt_floor = 0.0;
   DType state_dtype = DType::kF32;  ///< SSM state / checkpoint storage (ModelOptions::state)
+  /// Split state mode of the Mamba-2 layers (fp32/fp32, or fp32/bf16 / fp32/fp16: the fp32
+  /// checkpoint plus a 16-bit read copy [slots, H, P, N] that ordinary replay steps read).
+  StateMode state_mode{};
   int64_t slots = 0, context = 0;
   DeviceArena* arena = nullptr;
 };

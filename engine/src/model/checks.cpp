@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "model/state_store.h"
 #include "replayssm/dispatch.h"
 
 namespace replayssm::engine {
@@ -17,17 +18,38 @@ int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
   return L;
 }
 
+void check_state_option(const ModelOptions& opt) {
+  const std::string& name = opt.state;
+  // "bf16" / "fp16": the CUDA engine's 16-bit state (rounded every step: a shared baseline).
+  if (name == "bf16" || name == "fp16") {
+    check<UnsupportedError>(opt.cuda, "state mode '", name, "' runs on the CUDA engine only (the "
+                            "CPU engine spells the 16-bit shared state 'shared-", name, "')");
+    return;
+  }
+  const StateMode m = engine_state_mode(name);  // ConfigError naming an unknown name
+  if (m.is_default()) return;
+  check<ConfigError>(!m.shared || opt.ssm == SsmMode::kConventional, "state mode '", name,
+                     "' is a shared baseline (one low-precision state updated every step): it "
+                     "runs with --ssm conventional, not ", ssm_mode_name(opt.ssm));
+  check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
+                     "' is a split mode (checkpoint and read copy apart): it runs with --ssm "
+                     "replay, not ", ssm_mode_name(opt.ssm));
+  check<UnsupportedError>(opt.spec_T == 0, "state mode '", name, "': speculative decoding runs "
+                          "the fp32 state only (verify is fp32/fp32 in the library)");
+  const bool cuda_split16 =
+      m == parse_state_mode("fp32/bf16") || m == parse_state_mode("fp32/fp16");
+  check<UnsupportedError>(!opt.cuda || cuda_split16, "state mode '", name, "' is not built on "
+                          "the CUDA engine (it runs fp32, bf16, fp16 and, for Mamba-2 layers, "
+                          "fp32/bf16 and fp32/fp16): run it with --device cpu");
+}
+
 ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
   check<ConfigError>(opt.max_slots >= 1, "max_slots is ", opt.max_slots, ", expected >= 1");
   check<ConfigError>(opt.max_context >= 1, "max_context is ", opt.max_context,
                      ", expected >= 1");
   check<ConfigError>(opt.ring_L >= 0 && opt.ring_L <= 64, "ring length L is ", opt.ring_L,
                      ", expected 1..64 (0: the dispatcher's choice)");
-  const bool half = opt.state == "bf16" || opt.state == "fp16";
-  check<UnsupportedError>(opt.state == "fp32" || half, "state mode '", opt.state,
-                          "' is not built (available: fp32; on CUDA also bf16, fp16)");
-  check<UnsupportedError>(!half || opt.cuda, "state mode '", opt.state,
-                          "' runs on the CUDA engine only (the CPU backend keeps fp32 state)");
+  check_state_option(opt);
   check<ConfigError>(opt.spec_T >= 0 && opt.spec_T <= 8, "speculative T is ", opt.spec_T,
                      ", expected 1..8 (0: no speculative decoding)");
   ModelOptions out = opt;

@@ -13,6 +13,13 @@ namespace replayssm::engine {
 /// dispatcher's choice. ConfigError (sizes, ring length), UnsupportedError (state mode).
 ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt);
 
+/// The state mode name (ModelOptions::state): "fp32"; "bf16" / "fp16" (CUDA only:
+/// UnsupportedError on the CPU); any name of precision.h (ConfigError naming an unknown one).
+/// Shared modes need SsmMode::kConventional, split modes kReplay (ConfigError); other modes than
+/// fp32/fp32 run without speculative steps (UnsupportedError), and on CUDA only fp32/bf16 and
+/// fp32/fp16 (UnsupportedError naming the mode; the CUDA model checks its layer kinds).
+void check_state_option(const ModelOptions& opt);
+
 /// SlotError for an id outside [0, max_slots) or one given twice.
 void check_slot_ids(std::span<const int32_t> slots, int32_t max_slots);
 

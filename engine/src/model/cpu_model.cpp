@@ -9,6 +9,7 @@
 #include "model/cpu_model.h"
 #include "model/layout.h"
 #include "model/moe.h"
+#include "model/state_store.h"
 #include "model/weights.h"
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/errors.h"
@@ -21,6 +22,7 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
   opt_ = resolve_options(cfg_, opt);
   ssm_.mode = opt.ssm;
   ssm_.dt_floor = opt.dt_floor;
+  ssm_.state_mode = engine_state_mode(opt_.state);
   const int64_t S = opt.max_slots;
   cur_origin_.assign(S, 0);
   cur_h_.assign(S, 0);

@@ -9,6 +9,7 @@
 #include "model/conv_rollback.h"
 #include "model/mixer.h"
 #include "model/snapshots.h"
+#include "model/state_store.h"
 #include "model/weights.h"
 #include "replayssm/gdn.h"
 
@@ -47,6 +48,25 @@ class GdnMixer final : public Mixer {
     cache_.ring_g = make_view(ring_g_.data(), DType::kF32, {slots_, Hv, R});
     if (ssm_.mode == SsmMode::kConventional && ssm_.spec_T > 0)
       snap_.allocate(slots_, ssm_.spec_T, Hv * dv * dk);
+    // State precision mode: checkpoint (or shared state) in its format, read copy, SR keys; split
+    // modes also keep each record's raw v and beta (the flush recomputes u from the checkpoint).
+    modes_.allocate(ssm_.state_mode, slots_, Hv, dv, dk, ssm_.ssm_layers++);
+    cache_.mode = ssm_.state_mode;
+    if (!cache_.mode.is_default()) {
+      state_.clear();
+      state_.shrink_to_fit();
+      const StateBuffer st = modes_.state_buffer();
+      cache_.state = st.values;
+      cache_.state_scales = st.scales;
+      cache_.read = modes_.read_buffer();
+      cache_.sr = modes_.sr();
+      if (cache_.mode.is_split()) {
+        ring_v_.assign(slots_ * Hv * R * dv, 0.0f);
+        ring_beta_.assign(slots_ * Hv * R, 0.0f);
+        cache_.ring_v = make_view(ring_v_.data(), DType::kF32, {slots_, Hv, R, dv});
+        cache_.ring_beta = make_view(ring_beta_.data(), DType::kF32, {slots_, Hv, R});
+      }
+    }
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {
@@ -213,8 +233,9 @@ class GdnMixer final : public Mixer {
   int64_t slots_;
   cpu::Linear qkvz_, ba_, qkv_, z_, b_, a_, out_proj_;
   std::vector<float> conv_w_, A_log_, dt_bias_, norm_w_;
-  std::vector<float> conv_state_, state_, ring_u_, ring_k_, ring_g_;
+  std::vector<float> conv_state_, state_, ring_u_, ring_k_, ring_g_, ring_v_, ring_beta_;
   gdn::Cache cache_;
+  ModeStore modes_;
   ConvRollback conv_rb_;
   SnapshotPool snap_;
   std::vector<float> mixed_, z_buf_, a_buf_, b_buf_, proj_, ba_out_, conv_out_;  // packed

@@ -9,6 +9,7 @@
 #include "model/conv_rollback.h"
 #include "model/mixer.h"
 #include "model/snapshots.h"
+#include "model/state_store.h"
 #include "model/weights.h"
 #include "replayssm/mamba2.h"
 
@@ -45,6 +46,18 @@ class Mamba2Mixer final : public Mixer {
     cache_.ring_B = make_view(ring_B_.data(), DType::kF32, {slots_, c_.ngroups, R, c_.d_state});
     if (ssm_.mode == SsmMode::kConventional && ssm_.spec_T > 0)
       snap_.allocate(slots_, ssm_.spec_T, c_.nheads * c_.headdim * c_.d_state);
+    // State precision mode: checkpoint (or shared state) in its format, read copy, SR keys.
+    modes_.allocate(ssm_.state_mode, slots_, c_.nheads, c_.headdim, c_.d_state, ssm_.ssm_layers++);
+    cache_.mode = ssm_.state_mode;
+    if (!cache_.mode.is_default()) {
+      state_.clear();
+      state_.shrink_to_fit();
+      const StateBuffer st = modes_.state_buffer();
+      cache_.state = st.values;
+      cache_.state_scales = st.scales;
+      cache_.read = modes_.read_buffer();
+      cache_.sr = modes_.sr();
+    }
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {
@@ -197,6 +210,7 @@ class Mamba2Mixer final : public Mixer {
   std::vector<float> conv_w_, conv_b_, A_log_, dt_bias_, D_, norm_w_, zero_bias_;
   std::vector<float> conv_state_, state_, ring_x_, ring_dt_, ring_B_;
   mamba2::Cache cache_;
+  ModeStore modes_;
   ConvRollback conv_rb_;
   SnapshotPool snap_;
   std::vector<float> proj_, xs_, Bs_, Cs_, dt_, y_, yp_, conv_out_;  // scratch

@@ -7,6 +7,7 @@
 
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
+#include "replayssm/precision.h"
 #include "replayssm/ring.h"
 
 namespace replayssm::engine {
@@ -39,6 +40,10 @@ struct SsmShared {
   double dt_floor = 0.0;
   /// Verify steps' T (ModelOptions::spec_T; 0: none). Conventional mode: snapshots per slot.
   int32_t spec_T = 0;
+  /// State precision mode of every SSM layer (ModelOptions::state; fp32/fp32 by default).
+  StateMode state_mode{};
+  /// SSM layers built so far: each takes the next index (its SR seeds depend on it).
+  int64_t ssm_layers = 0;
 };
 
 class Mixer {

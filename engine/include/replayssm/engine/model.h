@@ -25,10 +25,19 @@ struct ModelOptions {
   /// ReplaySSM ring length (1..64; 1 = flush every step = the conventional step). 0: the
   /// dispatcher's choice for max_slots rows (dispatch.h: replay only where it measured faster).
   int32_t ring_L = 16;
-  /// SSM state / checkpoint precision: "fp32" (default); on CUDA also "bf16" and "fp16": the
-  /// state is stored in 16 bits (rounded to nearest even) with fp32 arithmetic — half the bytes,
-  /// and the precision loss enters the recurrence (the shared baselines of DESIGN.md §2; the split
-  /// modes come with the split-precision work). Other names: UnsupportedError.
+  /// SSM state precision (DESIGN.md §2 "Precision", replayssm/precision.h):
+  ///   "fp32" (default; = "fp32/fp32"): float32 state / checkpoint.
+  ///   "bf16", "fp16" (CUDA only): the state stored in 16 bits (nearest even) with fp32
+  ///     arithmetic, rounded every step (a shared baseline; on the CPU: "shared-bf16/-fp16").
+  ///   split modes "<recurrence>/<read>" (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4,
+  ///     fp16sr/nvfp4, fp8/nvfp4, fp32/fp8): ssm kReplay only; the checkpoint in the recurrence
+  ///     format, ordinary steps read the read copy. CPU: every SSM layer; CUDA: fp32/bf16 and
+  ///     fp32/fp16 on Mamba-2 layers only.
+  ///   shared baselines "shared-<f>" (fp16, bf16, fp8, nvfp4): ssm kConventional only, CPU only.
+  /// A shared name with kReplay or a split name with kConventional: ConfigError; an unknown name:
+  /// ConfigError naming it; a mode the backend does not run: UnsupportedError naming it. Other
+  /// modes than fp32 run without speculative steps (spec_T 0). Stochastic rounding (fp16sr) draws
+  /// its bits from a seed per (SSM layer, slot); reset() restarts a slot's draws.
   std::string state = "fp32";
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
