@@ -69,7 +69,7 @@ TensorView cuda_view(DType t, std::initializer_list<int64_t> shape) {
   return make_view(dummy, t, shape, Device::kCUDA);
 }
 
-// On CUDA every mode but fp32/fp32 is rejected by name, except the split modes the Mamba-2
+// On CUDA every mode but fp32/fp32 is rejected by name, except the split modes the CUDA group
 // kernels run (fp32/bf16, fp32/fp16: replay and reset), which go on to check their buffers.
 TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
   mamba2::Layer ml;
@@ -98,19 +98,21 @@ TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
     const std::string name = "'" + m.name() + "'";
     const bool m2_cuda = m.is_split() && m.recurrence == StateFormat::kFp32 &&
                          (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16);
-    if (m2_cuda) {  // runs on CUDA: the missing read copy is what is reported
+    if (m2_cuda) {  // runs on CUDA: a missing buffer of the mode is what is reported
       for (const std::string& msg :
            {message_of<ShapeError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
-            message_of<ShapeError>([&] { mamba2::reset_slots(mc, rows); })})
-        EXPECT_NE(msg.find("read"), std::string::npos) << m.name() << ": '" << msg << "'";
+            message_of<ShapeError>([&] { mamba2::reset_slots(mc, rows); }),
+            message_of<ShapeError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
+            message_of<ShapeError>([&] { gdn::reset_slots(gc, rows); })})
+        EXPECT_NE(msg.find("missing"), std::string::npos) << m.name() << ": '" << msg << "'";
     }
     for (const std::string& msg :
          {message_of<UnsupportedError>([&] { mamba2::conventional_step(ml, mc, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
           m2_cuda ? name + " CUDA" : message_of<UnsupportedError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
           m2_cuda ? name + " CUDA" : message_of<UnsupportedError>([&] { mamba2::reset_slots(mc, rows); }),
           message_of<UnsupportedError>([&] { gdn::conventional_step(gl, gc, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
-          message_of<UnsupportedError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
-          message_of<UnsupportedError>([&] { gdn::reset_slots(gc, rows); })}) {
+          m2_cuda ? name + " CUDA" : message_of<UnsupportedError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
+          m2_cuda ? name + " CUDA" : message_of<UnsupportedError>([&] { gdn::reset_slots(gc, rows); })}) {
       EXPECT_NE(msg.find(name), std::string::npos) << m.name() << ": '" << msg << "'";
       EXPECT_NE(msg.find("CUDA"), std::string::npos) << msg;
     }

@@ -95,7 +95,7 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
                             op == Op::kConventional ? validate::StateOp::kConventional
                             : op == Op::kVerify     ? validate::StateOp::kVerify
                                                     : validate::StateOp::kReplay,
-                            dev, name);
+                            dev, name, /*cuda_split16=*/true);
 
   expect(layer.A_log, Name(name, "A_log"), {HV}, {kF32}, dev);
   if (kda)
@@ -212,7 +212,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* name = "gdn.reset_slots";
   const Device dev = cache.state.device;
-  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, name);
+  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, name,
+                            /*cuda_split16=*/true);
   if (!cache.mode.is_default()) {
     const TensorView& st = cache.state;
     check<ShapeError>(!st.empty() && st.ndim == 4, name, " state: ",

@@ -24,7 +24,7 @@ void state_mode_runs(const StateMode& mode, StateOp op, Device device, const cha
   check<UnsupportedError>(device != Device::kCUDA || cuda_ok, op_name, ": state mode '",
                           mode.name(),
                           "' is not supported by the CUDA backend yet (it runs fp32/fp32, "
-                          "float16/bfloat16 state dtypes and, for Mamba-2 replay, fp32/bf16 and "
+                          "float16/bfloat16 state dtypes and, for replay, fp32/bf16 and "
                           "fp32/fp16); use CPU tensors");
   check<UnsupportedError>(op != StateOp::kVerify, op_name, ": state mode '", mode.name(),
                           "' is not built for verify yet, expected fp32/fp32");

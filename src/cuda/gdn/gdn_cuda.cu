@@ -453,8 +453,14 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
     dispatch_conventional<bf16>(c.state_dtype, p, ls, stream);
 }
 
-void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
-                 const Rows& rows, TensorView y, const Plan& forced) {
+namespace {
+
+/// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
+/// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then write `copy`; split
+/// modes pass ring_v / ring_beta (ordinary rows append, flush rows refold from them).
+void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                   const Rows& rows, TensorView y, const Plan& forced, int8_t only,
+                   const TensorView& copy) {
   const char* op = "gdn.replay_step (cuda)";
   const Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
@@ -466,6 +472,8 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   const Plan plan = resolve(forced, autop, d, c.state_dtype, true, op);
   const int64_t R = cursors.config.rows();
   const bool group = plan.kernel == 2;
+  check<UnsupportedError>(only == 0 || group, op, ": split state modes run on the group kernel, "
+                          "but the plan selects kernel ", plan.kernel);
   const ReplaySmem sm(R, d.head_k_dim, c.kda ? d.head_k_dim : 1, plan.rows_per_block,
                       dtype_size(c.state_dtype));
   const size_t smem = static_cast<size_t>(
@@ -480,6 +488,13 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   p.ring_u = cache.ring_u.ptr<float>();
   p.ring_k = cache.ring_k.ptr<float>();
   p.ring_g = cache.ring_g.ptr<float>();
+  p.only = only;
+  p.copy = copy.data;
+  p.copy_f16 = copy.dtype == kF16;
+  if (only != 0) {
+    p.ring_v = cache.ring_v.ptr<float>();
+    p.ring_beta = cache.ring_beta.ptr<float>();
+  }
   p.origin = cursors.origin.ptr<int32_t>();
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
@@ -506,9 +521,44 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   else
     dispatch_replay<bf16>(c.state_dtype, p, ls, stream);
 }
+}  // namespace
+
+void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+                 const Rows& rows, TensorView y, const Plan& forced) {
+  if (cache.mode.is_default())
+    return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
+  const char* op = "gdn.replay_step (cuda)";
+  const StateMode& m = cache.mode;
+  check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
+                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
+                          op, ": state mode '", m.name(),
+                          "' is not built for CUDA yet, expected fp32/fp32, fp32/bf16 or fp32/fp16");
+  const Dims& d = layer.dims;
+  const int64_t R = cursors.config.rows();
+  validate::expect(cache.state, arg(op, "state (fp32 checkpoint)").c_str(),
+                   {kAny, d.num_v_heads, d.head_v_dim, d.head_k_dim}, {kF32}, Device::kCUDA);
+  const int64_t slots = cache.state.shape[0];
+  validate::expect(cache.read.values, arg(op, "read copy").c_str(),
+                   {slots, d.num_v_heads, d.head_v_dim, d.head_k_dim},
+                   {m.read == StateFormat::kBf16 ? kBF16 : kF16}, Device::kCUDA);
+  validate::expect(cache.ring_v, arg(op, "ring_v (split mode)").c_str(),
+                   {slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, Device::kCUDA);
+  validate::expect(cache.ring_beta, arg(op, "ring_beta (split mode)").c_str(),
+                   {slots, d.num_v_heads, R}, {kF32}, Device::kCUDA);
+  Cache base = cache;
+  base.mode = StateMode{};
+  base.read = StateBuffer{};
+  // L = 1: every step is the conventional step on the checkpoint; no ordinary step reads the copy.
+  if (cursors.config.L == 1) return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
+  Cache ordinary = base;
+  ordinary.state = cache.read.values;
+  replay_launch(layer, ordinary, cursors, in, rows, y, forced, 1, {});
+  replay_launch(layer, base, cursors, in, rows, y, forced, 2, cache.read.values);
+}
 
 void reset_slots(Cache& cache, const Rows& rows) {
   zero_slots(cache.state, rows, "gdn.reset_slots (cuda)");
+  if (cache.mode.has_read_copy()) zero_slots(cache.read.values, rows, "gdn.reset_slots (cuda)");
 }
 
 }  // namespace replayssm::cuda::gdn

@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
   const int origin_raw = p.origin[slot];
   const int hist_raw = p.hist[slot];
   const int flush_raw = p.is_flush[slot];
+  if (p.only == 2 && flush_raw == 0) return;  // split modes: the ordinary launch serves the row
   int origin = 0, hist = 0;
   auto resolve = [&] {
     origin = origin_raw % R;
@@ -125,7 +126,9 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     }
     cp_async_commit();
   };
-  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group.
+  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group;
+  // the refolding flush launch of the split modes stages ring v instead.
+  const float* const ring_src = p.only == 2 && p.ring_v ? p.ring_v : p.ring_u;
   auto copy_ring_u = [&](bool every_row) {
     const int cpr = U / 4;  // 16-byte copies per ring row segment of a unit
     const int nrec = every_row ? R : hist;
@@ -137,14 +140,14 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
       if (4 * c >= unit_rows(k)) continue;
       const int q = every_row ? jj : phys(jj);
       const int64_t sv = static_cast<int64_t>(slot) * p.HV + unit_head(k);
-      cp_async16(sU + (k * R + q) * U + 4 * c,
-                 p.ring_u + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
+      cp_async16(sU + (k * R + q) * U + 4 * c, ring_src + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
     }
     cp_async_commit();
   };
 
   const bool flush = flush_raw != 0;
   const bool fold = flush || p.state_route;  // materialise the state for this row
+  const bool refold = flush && p.ring_v != nullptr;  // split modes: exact refold from v, beta
   Tok t;
   if (tid < nstream) {
     for (int k = 0; k < NS; ++k) issue(k);
@@ -339,7 +342,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
               float* kjc = sK + j * K + Lay::col(c, lr) + v;
               const float w = expf(run[i]);
               if (fold) {
-                *kjc = __fmul_rn(w, *kjc);
+                if (!refold) *kjc = __fmul_rn(w, *kjc);
               } else {
                 const float kw = __fmul_rn(w, *kjc);
                 pk = __fmaf_rn(kw, t.khat[i], pk);
@@ -361,6 +364,19 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
         }
       }
     }
+    if (refold) {  // the records' beta, by value head and logical record (sCQ is free on folds)
+      for (int idx = lane; idx < NHB * hist; idx += 32) {
+        const int hd = idx / hist, j = idx - hd * hist;
+        sCQ[hd * R + j] = p.ring_beta[(static_cast<int64_t>(slot) * p.HV + vh0 + hd) * R + phys(j)];
+      }
+    }
+    if (p.ring_beta && !flush && ru == 0) {  // split modes: the token's beta per value head
+      if (KDA) {
+        if (lane == 0) p.ring_beta[(static_cast<int64_t>(slot) * p.HV + vh0) * R + qh] = sHd[1];
+      } else if (lane < NHB) {
+        p.ring_beta[(static_cast<int64_t>(slot) * p.HV + vh0 + lane) * R + qh] = sHd[2 * lane + 1];
+      }
+    }
     if (lane == 0) sHd[2 * NHB] = t.kq;
     // The token's k^, once per key head.
     if (!flush && vc == 0 && ru == 0 && cg == 0) {
@@ -372,6 +388,10 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     }
   }
 
+  if (p.only == 1 && flush) {  // split modes: a flush row in the ordinary launch
+    if (tid < nstream) cp_async_wait<0>();
+    return;
+  }
   // Barrier 1: fold rows wait for the whole chain and the ring u rows; KDA ordinary rows only for
   // the chain's pass 1 (the chain warp arrived from inside its KDA branch).
   if (fold) {
@@ -439,11 +459,39 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
 #pragma unroll
           for (int f = 0; f < FR; ++f) {
             tile_row<TState, Lay>(tile, r0 + f, lr, r0 + f < n, s[f]);
+            if (!refold)
 #pragma unroll
-            for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar[KDA ? e : 0], s[f][e]);
+              for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar[KDA ? e : 0], s[f][e]);
+          }
+          if (refold) {
+            // Split modes: every record through the conventional update, u recomputed from the
+            // fp32 state (the record's k^, g, beta and v as the conventional step had them), so
+            // the checkpoint equals the conventional fp32 state bit for bit.
+#pragma unroll 1
+            for (int j = 0; j < hist; ++j) {
+              Tok rec;
+              const int q = phys(j);
+#pragma unroll
+              for (int c = 0; c < CPL; ++c)
+#pragma unroll
+                for (int v = 0; v < VEC; ++v) {
+                  const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+                  rec.khat[i] = sK[j * K + col];
+                  rec.qhat[i] = 0.0f;
+                  if constexpr (KDA) rec.alpha[i] = expf(sG[q * K + col]);
+                }
+              if constexpr (!KDA) rec.alpha[0] = expf(sG[hd * R + q]);
+#pragma unroll
+              for (int i = 0; i < COLS; ++i) rec.ak[i] = __fmul_rn(rec.alpha[KDA ? i : 0], rec.khat[i]);
+              rec.beta = sCQ[hd * R + j];
+              const float4 v4 = *reinterpret_cast<const float4*>(uk + q * U + r0);
+              const float vf[FR] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+              for (int f = 0; f < FR; ++f) delta_rule_row(s[f], rec, vf[f]);
+            }
           }
 #pragma unroll 2
-          for (int j = 0; j < hist; ++j) {
+          for (int j = 0; j < (refold ? 0 : hist); ++j) {
             float kq[COLS];
             const float* kjr = sK + j * K;
 #pragma unroll
@@ -476,12 +524,26 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
             if (valid) {
               if (lr == 0) {
                 y_at(vh, row0 + r) = from_f32<TIn>(yu.x);
-                if (!flush)
-                  p.ring_u[((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row0 + r] =
-                      yu.y;
+                const int64_t rec = ((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V;
+                if (!flush) p.ring_u[rec + row0 + r] = yu.y;
+                if (!flush && p.ring_v) p.ring_v[rec + row0 + r] = vv;
               }
-              if (flush)
+              if (flush) {
                 store_row<TState, Lay>(state_of(k) + static_cast<int64_t>(r) * K, lr, s[f]);
+                if (p.copy) {  // split modes: the read copy, rounded from the same fp32 state
+                  const int64_t off =
+                      ((static_cast<int64_t>(slot) * p.HV + vh) * p.V + row0 + r) * K;
+#pragma unroll
+                  for (int c = 0; c < CPL; ++c) {
+                    if (p.copy_f16)
+                      store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off + Lay::col(c, lr),
+                                          &s[f][c * VEC]);
+                    else
+                      store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr),
+                                           &s[f][c * VEC]);
+                  }
+                }
+              }
             }
           }
         }
@@ -517,7 +579,9 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     const float vv = to_f32(static_cast<const TIn*>(p.v)[bv * p.V + row]);
     const float u = __fmul_rn(sHd[2 * hd + 1], __fsub_rn(vv, hk));
     y_at(vh, row) = from_f32<TIn>(__fmaf_rn(kq, u, hq));
-    p.ring_u[((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row] = u;
+    const int64_t rec = ((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row;
+    p.ring_u[rec] = u;
+    if (p.ring_v) p.ring_v[rec] = vv;  // split modes: v for the flush's exact refold
   }
 }
 
