@@ -19,20 +19,27 @@ struct GdnFamily {
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   gdn::Dims dims;
-  DType state;
+  DType state, read;
   StepBytes bytes;
 
-  GdnFamily(const GdnShape& s, DType st)
+  GdnFamily(const GdnShape& s, DType st, DType rd)
       : family(s.family),
         ssm_family(s.gate() == gdn::Gate::kChannel ? SsmFamily::kKda : SsmFamily::kGdn),
         dims{s.H, s.HV, s.K, s.V, s.gate()},
         state(st),
+        read(rd),
         bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
-                        dtype_size(st))) {}
+                        dtype_size(st))) {
+    // Split modes: ordinary steps read the copy and append v and beta (fp32) to the record.
+    if (rd != DType::kF32) {
+      bytes.copy_bytes = s.HV * s.V * s.K * dtype_size(rd);
+      bytes.record_bytes += s.HV * s.V * 4 + s.HV * 4;
+    }
+  }
 
   static const char* route_name(Route r) { return cg::route_name(r); }
   std::unique_ptr<GdnPool> make_pool(int64_t batch, int R, uint64_t seed, cudaStream_t s) const {
-    return std::make_unique<GdnPool>(dims, batch, state, R, seed, s);
+    return std::make_unique<GdnPool>(dims, batch, state, R, seed, s, read);
   }
   cg::Plan plan_conventional(int64_t batch) const {
     return cg::plan_conventional(dims, batch, state);
@@ -86,14 +93,14 @@ long gdn_graph_count(const KernelConfig& cfg) {
 double gdn_run_bytes(const KernelConfig& cfg) {
   double b = 0;
   for (const std::string& name : cfg.shapes)
-    b += run_bytes_per_shape(cfg, GdnFamily(find_shape(name), cfg.state).bytes, 3);
+    b += run_bytes_per_shape(cfg, GdnFamily(find_shape(name), cfg.state, cfg.read).bytes, 3);
   return b;
 }
 
 std::vector<Row> run_gdn(const KernelConfig& cfg) {
   std::vector<Row> rows;
   for (const std::string& name : cfg.shapes)
-    run_points(cfg, GdnFamily(find_shape(name), cfg.state), name, rows);
+    run_points(cfg, GdnFamily(find_shape(name), cfg.state, cfg.read), name, rows);
   return rows;
 }
 

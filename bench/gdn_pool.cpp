@@ -14,11 +14,12 @@ size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)
 }  // namespace
 
 GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-                 cudaStream_t stream)
+                 cudaStream_t stream, DType read)
     : batch_(batch),
       calls_(calls),
       nslots_(batch * calls),
       state_t_(state),
+      read_t_(read),
       seed_(seed),
       stream_(stream),
       rng_(seed) {
@@ -44,6 +45,10 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
   const int64_t nstate = nslots_ * HV * V * K;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
+  if (read != kF32) {  // the split mode's read copy (its values do not change the timing)
+    read_ = DeviceMemory(nbytes(nstate, read));
+    fill_uniform(read_.get(), read, nstate, -1.0f, 1.0f, seed_ + 6, stream);
+  }
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nqk = nslots_ * H * K, nv = nslots_ * HV * V, na = nslots_ * HV * G,
@@ -72,6 +77,7 @@ void GdnPool::set_ring(int L) {
                 nk = nslots_ * d.num_k_heads * L * d.head_k_dim,
                 ng = nslots_ * d.num_v_heads * L * gw();
   ring_u_.reset(), ring_k_.reset(), ring_g_.reset();  // free before allocating the next size
+  ring_v_.reset(), ring_beta_.reset();
   ring_u_ = DeviceMemory(nbytes(nu, kF32));
   ring_k_ = DeviceMemory(nbytes(nk, kF32));
   ring_g_ = DeviceMemory(nbytes(ng, kF32));
@@ -80,6 +86,13 @@ void GdnPool::set_ring(int L) {
   fill_uniform(ring_k_.get(), kF32, nk, -0.1f, 0.1f, seed_ + 11 + L, stream_);
   // Log-decays g = -exp(A_log) softplus(a + dt_bias) <= 0: within the parameters' range.
   fill_uniform(ring_g_.get(), kF32, ng, -2.0f, -0.01f, seed_ + 12 + L, stream_);
+  if (read_t_ != kF32) {  // split modes: v and beta of each record (the flush's exact refold)
+    const int64_t nb = nslots_ * d.num_v_heads * L;
+    ring_v_ = DeviceMemory(nbytes(nu, kF32));
+    ring_beta_ = DeviceMemory(nbytes(nb, kF32));
+    fill_uniform(ring_v_.get(), kF32, nu, -1.0f, 1.0f, seed_ + 13 + L, stream_);
+    fill_uniform(ring_beta_.get(), kF32, nb, 0.05f, 0.95f, seed_ + 14 + L, stream_);
+  }
   slots_->set_L(L);
 }
 
@@ -113,6 +126,16 @@ gdn::Cache GdnPool::cache() const {
     c.ring_k = device_view(ring_k_, 0, kF32, {nslots_, d.num_k_heads, L_, d.head_k_dim});
     c.ring_g = gw() == 1 ? device_view(ring_g_, 0, kF32, {nslots_, d.num_v_heads, L_})
                          : device_view(ring_g_, 0, kF32, {nslots_, d.num_v_heads, L_, gw()});
+    if (read_t_ != kF32) {
+      c.ring_v = device_view(ring_v_, 0, kF32, {nslots_, d.num_v_heads, L_, d.head_v_dim});
+      c.ring_beta = device_view(ring_beta_, 0, kF32, {nslots_, d.num_v_heads, L_});
+    }
+  }
+  if (read_t_ != kF32) {
+    c.mode = StateMode{StateFormat::kFp32,
+                       read_t_ == kBF16 ? StateFormat::kBf16 : StateFormat::kFp16, false};
+    c.read.values =
+        device_view(read_, 0, read_t_, {nslots_, d.num_v_heads, d.head_v_dim, d.head_k_dim});
   }
   return c;
 }

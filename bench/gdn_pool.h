@@ -19,8 +19,10 @@ namespace replayssm::bench {
 
 class GdnPool {
  public:
+  /// read: the split mode's 16-bit read copy (kBF16 / kF16: fp32/bf16, fp32/fp16) with ring v
+  /// and beta, or kF32 for none.
   GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-          cudaStream_t stream);
+          cudaStream_t stream, DType read = DType::kF32);
 
   /// (Re)allocates and fills the ring for ring length L (fp32 u, k^, g).
   void set_ring(int L);
@@ -42,7 +44,7 @@ class GdnPool {
   int calls() const { return slots_->calls(); }
   int64_t slots() const { return slots_->slots(); }
   DType state_dtype() const { return state_t_; }
-  DType read_dtype() const { return DType::kF32; }  ///< no split modes for GDN/KDA yet
+  DType read_dtype() const { return read_t_; }
 
  private:
   int64_t gw() const { return layer_.dims.gate == gdn::Gate::kChannel ? layer_.dims.head_k_dim : 1; }
@@ -54,16 +56,16 @@ class GdnPool {
   int64_t batch_;
   int calls_;
   int64_t nslots_;
-  DType state_t_;
+  DType state_t_, read_t_;
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;
   std::mt19937_64 rng_;
   std::unique_ptr<SlotPool> slots_;
   DeviceMemory A_log_, dt_bias_;
-  DeviceMemory state_;
+  DeviceMemory state_, read_;
   DeviceMemory q_, k_, v_, a_, b_, y_;
-  DeviceMemory ring_u_, ring_k_, ring_g_;
+  DeviceMemory ring_u_, ring_k_, ring_g_, ring_v_, ring_beta_;
 };
 
 }  // namespace replayssm::bench

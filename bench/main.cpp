@@ -62,7 +62,7 @@ DType state_dtype(const std::string& s) {
   throw BenchError("--state " + s + ": expected fp32, fp16, bf16, fp32/bf16 or fp32/fp16");
 }
 
-/// The read copy of a split mode (fp32/bf16, fp32/fp16; Mamba-2 only), else kF32.
+/// The read copy of a split mode (fp32/bf16, fp32/fp16), else kF32.
 DType read_dtype(const std::string& s) {
   if (s == "fp32/bf16") return DType::kBF16;
   if (s == "fp32/fp16") return DType::kF16;
@@ -118,9 +118,6 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   if (a.replays > 0) cfg.timing.timed_replays = a.replays;
   cfg.state = state_dtype(a.state);
   cfg.read = read_dtype(a.state);
-  if (cfg.read != DType::kF32 && a.family != "mamba2")
-    throw BenchError("--state " + a.state + ": split read copies are built for --family mamba2 "
-                     "only");
   cfg.seed = a.seed;
 
   // One config per family run (same points, its own shapes).
@@ -246,7 +243,7 @@ int main(int argc, char** argv) {
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, or a split mode with a 16-bit read copy (fp32/bf16, "
-                "fp32/fp16; mamba2)")
+                "fp32/fp16)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
   k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");

@@ -221,6 +221,9 @@ void reset_slots(Cache& cache, const Rows& rows) {
     const int64_t K = st.shape[3] * (cache.mode.state_format() == StateFormat::kNvfp4 ? 2 : 1);
     validate::state_buffers(cache.mode, st, cache.state_scales, cache.read, cache.sr, st.shape[1],
                             st.shape[2], K, dev, name);
+#ifdef RSSM_WITH_CUDA
+    if (dev == Device::kCUDA) return cuda::gdn::reset_slots(cache, rows);  // state + read copy
+#endif
     const std::vector<int32_t> ids = validate::slot_ids(rows, rows.slot_ids.shape[0], st.shape[0], name);
     return cpu::reset_slots(cache, ids, rows.pad_slot_id);
   }
