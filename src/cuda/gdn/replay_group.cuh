@@ -379,12 +379,29 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     }
     if (lane == 0) sHd[2 * NHB] = t.kq;
     // The token's k^, once per key head.
-    if (!flush && vc == 0 && ru == 0 && cg == 0) {
+    if (!flush && vc == 0 && ru == 0) {
       float* wk = p.ring_k + ((static_cast<int64_t>(slot) * p.H + kh) * R + qh) * K;
+      if (sizeof(TState) != 4 && p.ring_v) {
+        // Split modes read a 16-bit copy, whose lane layout sums |k|^2 in another order: the
+        // record gets k^ formed exactly as the fp32 conventional step forms it, so that the
+        // flush's refold reproduces the conventional fp32 state bit for bit.
+        using Lay32 = Layout<4, K>;
+        Token<TIn, 4, K, KDA> t32;
+        const int lr32 = lane % Lay32::kLanesPerRow;
+        t32.load(p, b, vh0, lr32);  // every lane (row-group sums)
+        if (lane < Lay32::kLanesPerRow) {
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
+          for (int c = 0; c < Lay32::kChunksPerLane; ++c)
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) wk[Lay::col(c, lr) + v] = t.khat[c * VEC + v];
+            for (int v = 0; v < Lay32::kVec; ++v)
+              wk[Lay32::col(c, lr32) + v] = t32.khat[c * Lay32::kVec + v];
+        }
+      } else if (cg == 0) {
+#pragma unroll
+        for (int c = 0; c < CPL; ++c)
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) wk[Lay::col(c, lr) + v] = t.khat[c * VEC + v];
+      }
     }
   }
 
