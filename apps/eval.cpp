@@ -74,8 +74,11 @@ int run_eval(const EvalArgs& args) {
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
     check<ConfigError>(!ec, "--json: cannot create the folder of '", a.json_out, "': ",
                        ec.message());
+    // Probe writability without leaving a file behind if the run fails later.
+    const bool existed = std::filesystem::exists(path, ec);
     check<ConfigError>(std::ofstream(path, std::ios::app).good(), "--json: cannot write '",
                        a.json_out, "'");
+    if (!existed) std::filesystem::remove(path, ec);
   }
 
   engine::EvalConfig ref;

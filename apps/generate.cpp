@@ -170,6 +170,8 @@ int generate(const GenerateOptions& o) {
     // snapshot baseline on conventional states.
     check<ConfigError>(!opt.compare, "--compare runs without --speculate (compare the "
                                      "speculative modes with --spec-mode replay / snapshot)");
+    check<ConfigError>(o.ssm == "auto", "--ssm ", o.ssm, " with --speculate: the SSM layers run "
+                       "as --spec-mode says (replay or snapshot)");
     mode = opt.spec_mode == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
   }
 
@@ -267,7 +269,9 @@ void add_generate(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("generate", "generate text with a Hugging Face hybrid checkpoint");
   sub->add_option("--model", o->model, "checkpoint directory (config.json + *.safetensors)")
       ->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--prompt", o->prompts, "prompt text (repeat for several requests)");
+  // One word per --prompt: quote a prompt with spaces (a stray word is an error, not a prompt).
+  sub->add_option("--prompt", o->prompts, "prompt text (repeat for several requests)")
+      ->allow_extra_args(false);
   sub->add_option("--prompts", o->prompts_file, "file with one prompt per line")
       ->check(CLI::ExistingFile);
   sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
@@ -287,10 +291,23 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--temperature", o->temperature, "0 = greedy")
+      ->check(CLI::Range(0.0, 100.0))
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return std::isnan(std::strtod(s.c_str(), nullptr)) ? std::string("nan is not a temperature")
+                                                               : std::string();
+          },
+          "not nan"));
   sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(CLI::Range(0, 1 << 30));
   sub->add_option("--top-p", o->top_p, "nucleus mass (1 = all)")->check(CLI::Range(1e-6, 1.0));
-  sub->add_option("--seed", o->seed, "sampling seed");
+  sub->add_option("--seed", o->seed, "sampling seed (0 .. 2^64 - 1)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return s.find('-') != std::string::npos ? "seed " + s + " is negative, expected >= 0"
+                                                    : std::string();
+          },
+          "non-negative"));
   sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");

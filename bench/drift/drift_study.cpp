@@ -141,9 +141,11 @@ int main(int argc, char** argv) {
       std::printf("  %-14s %14s %16s\n", "state", "rel_error", "state_rel_error");
       const int64_t rows = f == Family::kMamba2 ? 80 : 128, n = 128;
       for (size_t m = 0; m < modes.size(); ++m) {
-        const nlohmann::json& last = drift_rows[m].back();
-        std::printf("  %-14s %14.3e %16.3e\n", modes[m].name().c_str(), last["rel_error"].get<double>(),
-                    last["state_rel_error"].get<double>());
+        if (!drift_rows[m].empty()) {  // (no row when --steps ends before the first record step)
+          const nlohmann::json& last = drift_rows[m].back();
+          std::printf("  %-14s %14.3e %16.3e\n", modes[m].name().c_str(),
+                      last["rel_error"].get<double>(), last["state_rel_error"].get<double>());
+        }
         const StateBytes b = state_bytes(modes[m], model_heads(f), rows, n);
         doc["rows"].push_back({{"family", drift::family_name(f)},
                                {"shape", run->shape()},
@@ -158,7 +160,10 @@ int main(int argc, char** argv) {
       }
     }
     if (!out.empty()) {
-      std::ofstream(out) << doc.dump(1) << "\n";
+      std::ofstream f(out);
+      f << doc.dump(1) << "\n";
+      f.close();
+      if (!f) throw replayssm::Error("cannot write " + out);
       std::printf("wrote %s\n", out.c_str());
     }
   } catch (const replayssm::Error& e) {
