@@ -13,6 +13,7 @@
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
+#include "cuda/common/split_modes.h"
 #include "cuda/common/row_layout.cuh"
 #include "cuda/common/rows.h"
 #include "cuda/common/zero_slots.h"
@@ -528,32 +529,17 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   if (cache.mode.is_default())
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const char* op = "gdn.replay_step (cuda)";
-  const StateMode& m = cache.mode;
-  check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
-                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
-                          op, ": state mode '", m.name(),
-                          "' is not built for CUDA yet, expected fp32/fp32, fp32/bf16 or fp32/fp16");
   const Dims& d = layer.dims;
-  const int64_t R = cursors.config.rows();
-  validate::expect(cache.state, arg(op, "state (fp32 checkpoint)").c_str(),
-                   {kAny, d.num_v_heads, d.head_v_dim, d.head_k_dim}, {kF32}, Device::kCUDA);
-  const int64_t slots = cache.state.shape[0];
-  validate::expect(cache.read.values, arg(op, "read copy").c_str(),
-                   {slots, d.num_v_heads, d.head_v_dim, d.head_k_dim},
-                   {m.read == StateFormat::kBf16 ? kBF16 : kF16}, Device::kCUDA);
+  split16_read_dtype(cache.mode, cache.state, cache.read.values, d.num_v_heads, d.head_v_dim,
+                     d.head_k_dim, op);
+  const int64_t R = cursors.config.rows(), slots = cache.state.shape[0];
   validate::expect(cache.ring_v, arg(op, "ring_v (split mode)").c_str(),
                    {slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, Device::kCUDA);
   validate::expect(cache.ring_beta, arg(op, "ring_beta (split mode)").c_str(),
                    {slots, d.num_v_heads, R}, {kF32}, Device::kCUDA);
-  Cache base = cache;
-  base.mode = StateMode{};
-  base.read = StateBuffer{};
-  // L = 1: every step is the conventional step on the checkpoint; no ordinary step reads the copy.
-  if (cursors.config.L == 1) return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
-  Cache ordinary = base;
-  ordinary.state = cache.read.values;
-  replay_launch(layer, ordinary, cursors, in, rows, y, forced, 1, {});
-  replay_launch(layer, base, cursors, in, rows, y, forced, 2, cache.read.values);
+  run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
+    replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
+  });
 }
 
 void reset_slots(Cache& cache, const Rows& rows) {

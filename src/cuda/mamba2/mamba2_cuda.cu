@@ -13,6 +13,7 @@
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
+#include "cuda/common/split_modes.h"
 #include "cuda/common/rows.h"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/layout.cuh"
@@ -493,29 +494,12 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
                  const Rows& rows, TensorView y, const Plan& forced) {
   if (cache.mode.is_default())
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
-  const char* op = "mamba2.replay_step (cuda)";
-  const StateMode& m = cache.mode;
-  check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
-                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
-                          op, ": state mode '", m.name(),
-                          "' is not built for CUDA yet, expected fp32/fp32, fp32/bf16 or fp32/fp16");
-  const DType rd = m.read == StateFormat::kBf16 ? kBF16 : kF16;
-  validate::expect(cache.state, (std::string(op) + " state (fp32 checkpoint)").c_str(),
-                   {validate::kAny, layer.dims.nheads, layer.dims.headdim, layer.dims.d_state},
-                   {kF32}, Device::kCUDA);
-  const auto& sh = cache.state.shape;
-  validate::expect(cache.read.values, (std::string(op) + " read copy").c_str(),
-                   {sh[0], sh[1], sh[2], sh[3]}, {rd}, Device::kCUDA);
-  Cache base = cache;
-  base.mode = StateMode{};
-  base.read = StateBuffer{};
-  // L = 1: every step is a flush of the current token (the conventional step on the checkpoint);
-  // no ordinary step ever reads the copy.
-  if (cursors.config.L == 1) return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
-  Cache ordinary = base;
-  ordinary.state = cache.read.values;
-  replay_launch(layer, ordinary, cursors, in, rows, y, forced, 1, {});
-  replay_launch(layer, base, cursors, in, rows, y, forced, 2, cache.read.values);
+  const Dims& d = layer.dims;
+  split16_read_dtype(cache.mode, cache.state, cache.read.values, d.nheads, d.headdim, d.d_state,
+                     "mamba2.replay_step (cuda)");
+  run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
+    replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
+  });
 }
 
 }  // namespace replayssm::cuda::mamba2
