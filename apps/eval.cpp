@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -159,7 +160,13 @@ void add_eval(CLI::App& app, Action& action) {
   sub->add_option("--buckets", a->buckets,
                   "upper edges of the position buckets, comma-separated and increasing "
                   "(default 1024,4096,16384,65536,131072; positions past the last form one more)")
-      ->delimiter(',')->check(CLI::PositiveNumber);
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            const long long v = std::atoll(s.c_str());
+            return v >= 1 ? std::string() : "bucket edge " + s + " is not a position, expected >= 1";
+          },
+          "positive"));
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
   sub->callback([&action, a] { action = [a] { return run_eval(*a); }; });

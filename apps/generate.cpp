@@ -59,7 +59,7 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
     check<ConfigError>(f.good(), "--prompts: cannot read '", o.prompts_file, "'");
     for (std::string line; std::getline(f, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
-      if (!line.empty()) texts.push_back(line);
+      if (line.find_first_not_of(" \t") != std::string::npos) texts.push_back(line);  // skip blank
     }
   }
   if (!texts.empty())

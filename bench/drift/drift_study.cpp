@@ -75,7 +75,13 @@ int main(int argc, char** argv) {
   app.add_option("--points-per-decade", per_decade, "record steps per decade")->check(CLI::Range(1, 100));
   app.add_option("--seed", seed, "input seed");
   app.add_option("--out", out, "JSON output path (default: no file)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "replayssm_drift: error: %s (see --help)\n", e.what());
+    return 2;
+  }
 
   try {
     std::vector<StateMode> modes;
@@ -85,6 +91,7 @@ int main(int argc, char** argv) {
       std::stringstream ss(modes_arg);
       for (std::string m; std::getline(ss, m, ',');) modes.push_back(parse_state_mode(m));
     }
+    check<ConfigError>(!modes.empty(), "--modes: no mode given (names of precision.h, or all)");
     std::vector<Family> families;
     for (Family f : {Family::kMamba2, Family::kGdn, Family::kKda})
       if (family == "all" || family == drift::family_name(f)) families.push_back(f);
