@@ -103,13 +103,20 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   engine::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   Run r;
   r.ring = model->options().ring_L;
-  // The prompt is echoed once the model has loaded and accepted the options.
-  if (stream && bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
-  if (stream && !bytes)
-    for (int32_t t : reqs[0].prompt) std::printf("%d ", t);
+  // The prompt is echoed with the first generated token (or after a run that generates none), so
+  // a request the engine rejects prints nothing but its error.
+  bool echoed = false;
+  auto echo = [&] {
+    if (!stream || echoed) return;
+    echoed = true;
+    if (bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
+    else
+      for (int32_t t : reqs[0].prompt) std::printf("%d ", t);
+  };
   Progress bar(fmt::format("decoding ({})", engine::ssm_mode_name(mode)), long(reqs.size()));
   auto on_token = [&](size_t, int32_t t) {
     if (!stream) return;
+    echo();
     if (bytes) std::fputc(t, stdout); else std::printf(" %d", t);
     std::fflush(stdout);
   };
@@ -124,6 +131,7 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
                                       &r.stats, &r.spec, on_token, on_step);
   else
     r.out = engine::serve(*model, reqs, batch, sp, &r.stats, on_token, on_step);
+  echo();
   bar.done();
   return r;
 }
