@@ -11,12 +11,11 @@
 
 namespace replayssm::cuda {
 
-/// The read copy's dtype of a mode the CUDA kernels run (bfloat16 / float16); UnsupportedError
-/// naming any other non-default mode. Checks state [slots, heads, rows, n] float32 and the read
-/// copy of the same shape.
-inline DType split16_read_dtype(const StateMode& m, const TensorView& state,
-                                const TensorView& read, int64_t heads, int64_t rows, int64_t n,
-                                const char* op) {
+/// Checks a split mode for the CUDA kernels: UnsupportedError naming any mode but fp32/bf16 and
+/// fp32/fp16; state [slots, heads, rows, n] float32 and the read copy of the same shape in the
+/// mode's 16-bit dtype.
+inline void check_split16(const StateMode& m, const TensorView& state, const TensorView& read,
+                          int64_t heads, int64_t rows, int64_t n, const char* op) {
   check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
                               (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
                           op, ": state mode '", m.name(),
@@ -27,7 +26,6 @@ inline DType split16_read_dtype(const StateMode& m, const TensorView& state,
   const auto& sh = state.shape;
   validate::expect(read, (std::string(op) + " read copy").c_str(), {sh[0], sh[1], sh[2], sh[3]},
                    {rd}, Device::kCUDA);
-  return rd;
 }
 
 /// Runs a split-mode step: launch(cache, only, copy) once over the read copy for the ordinary

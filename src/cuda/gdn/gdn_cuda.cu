@@ -530,7 +530,7 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const char* op = "gdn.replay_step (cuda)";
   const Dims& d = layer.dims;
-  split16_read_dtype(cache.mode, cache.state, cache.read.values, d.num_v_heads, d.head_v_dim,
+  check_split16(cache.mode, cache.state, cache.read.values, d.num_v_heads, d.head_v_dim,
                      d.head_k_dim, op);
   const int64_t R = cursors.config.rows(), slots = cache.state.shape[0];
   validate::expect(cache.ring_v, arg(op, "ring_v (split mode)").c_str(),

@@ -495,7 +495,7 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   if (cache.mode.is_default())
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const Dims& d = layer.dims;
-  split16_read_dtype(cache.mode, cache.state, cache.read.values, d.nheads, d.headdim, d.d_state,
+  check_split16(cache.mode, cache.state, cache.read.values, d.nheads, d.headdim, d.d_state,
                      "mamba2.replay_step (cuda)");
   run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
     replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
