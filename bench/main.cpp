@@ -1,6 +1,7 @@
-// replayssm_bench: the kernel benchmark program (issues 3 and 4). One subcommand, `kernels`,
-// measures our CUDA decode kernels (Mamba-2, GDN, KDA) with the method of DESIGN.md §4 and writes
-// the JSON of §4 (bench/README.md).
+// replayssm_bench: the kernel benchmark program (issues 3, 4 and 5). `kernels` measures our CUDA
+// decode kernels (Mamba-2, GDN, KDA), `verify` the speculative verify step against one decode step
+// and the snapshot baseline, both with the method of DESIGN.md §4, writing the JSON of §4
+// (bench/README.md).
 // Errors print one line and exit non-zero.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
@@ -26,6 +27,7 @@
 #include "mamba2_kernels.h"
 #include "progress.h"
 #include "results.h"
+#include "verify_bench.h"
 
 namespace replayssm::bench {
 namespace {
@@ -94,6 +96,35 @@ std::vector<std::string> family_shapes(const std::string& family,
 const char* inputs_of(const std::string& family) {
   if (family == "mamba2") return "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots";
   return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; random slots";
+}
+
+/// The fields every results JSON starts with (DESIGN.md §4): commit, GPU, date, copy ceiling.
+nlohmann::json results_header(const char* bench, const std::string& commit,
+                              const cudaDeviceProp& prop, const CopyCeiling& copy) {
+  nlohmann::json j;
+  j["bench"] = bench;
+  j["commit"] = commit;
+  j["gpu"] = prop.name;
+  j["date"] = utc_now();
+  j["copy_bandwidth_gbps"] = copy.best_gbps();
+  j["copy"] = {{"bytes_per_copy", copy.bytes_per_copy},
+               {"sm_kernel_gbps", copy.sm_kernel_gbps},
+               {"memcpy_gbps", copy.memcpy_gbps},
+               {"counted", "bytes read + bytes written, eager, median"}};
+  j["device"] = {{"sms", prop.multiProcessorCount},
+                 {"l2_bytes", prop.l2CacheSize},
+                 {"memory_bytes", prop.totalGlobalMem},
+                 {"cc", fmt::format("{}.{}", prop.major, prop.minor)}};
+  return j;
+}
+
+void write_json(const nlohmann::json& j, const std::string& out) {
+  const std::filesystem::path path(out);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) throw BenchError("could not write " + out);
 }
 
 int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
@@ -169,20 +200,7 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (!a.out.empty()) {
-    nlohmann::json j;
-    j["bench"] = "kernels";
-    j["commit"] = a.commit;
-    j["gpu"] = prop.name;
-    j["date"] = utc_now();
-    j["copy_bandwidth_gbps"] = cfg.copy_gbps;
-    j["copy"] = {{"bytes_per_copy", copy.bytes_per_copy},
-                 {"sm_kernel_gbps", copy.sm_kernel_gbps},
-                 {"memcpy_gbps", copy.memcpy_gbps},
-                 {"counted", "bytes read + bytes written, eager, median"}};
-    j["device"] = {{"sms", prop.multiProcessorCount},
-                   {"l2_bytes", prop.l2CacheSize},
-                   {"memory_bytes", prop.totalGlobalMem},
-                   {"cc", fmt::format("{}.{}", prop.major, prop.minor)}};
+    nlohmann::json j = results_header("kernels", a.commit, prop, copy);
     j["method"] = {
         {"calls_per_graph", "R = ceil(512 MiB / bytes of an ordinary step with no history), 2..64"},
         {"eager_passes", cfg.timing.eager_passes},
@@ -203,15 +221,82 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
     j["seconds"] = secs;
     j["rows"] = nlohmann::json::array();
     for (const Row& r : rows) j["rows"].push_back(row_json(r));
-    const std::filesystem::path path(a.out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream f(path);
-    f << j.dump(2) << "\n";
-    f.close();
-    if (!f) throw BenchError("could not write " + a.out);
+    write_json(j, a.out);
     std::fprintf(stderr, "wrote %zu rows to %s (%.0f s)\n", rows.size(), a.out.c_str(), secs);
   }
   print_table(rows, cfg.copy_gbps);
+  return 0;
+}
+
+struct VerifyArgs {
+  std::vector<std::string> shapes = {"nano-4b", "super-120b"};
+  std::vector<int64_t> batches = {64, 128, 256, 512};
+  std::vector<int> Ts = {2, 4, 6, 8};
+  int L = 16;
+  std::string out;
+  std::string commit = "unknown";
+  uint64_t seed = 20261130;
+  int replays = 0;
+  bool quick = false;
+};
+
+int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
+  int dev = 0;
+  BENCH_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+  VerifyConfig cfg;
+  cfg.shapes = a.shapes;
+  cfg.batches = a.batches;
+  cfg.Ts = a.Ts;
+  cfg.L = a.L;
+  for (int T : cfg.Ts)
+    if (cfg.L < 2 * T)
+      throw BenchError(fmt::format("--L {} < 2T = {} (speculative rings need L >= 2T)", cfg.L, 2 * T));
+  if (a.quick) {
+    if (cmd.count("--batch") == 0) cfg.batches = {64, 256};
+    if (cmd.count("--T") == 0) cfg.Ts = {4, 8};
+    cfg.timing.timing = TimingConfig{1, 2, 10};
+  }
+  if (a.replays > 0) cfg.timing.timing.timed_replays = a.replays;
+  cfg.timing.seed = a.seed;
+  std::fprintf(stderr, "replayssm_bench verify: %s (%d SMs, %d MB L2), seed %llu\n", prop.name,
+               prop.multiProcessorCount, prop.l2CacheSize >> 20,
+               static_cast<unsigned long long>(a.seed));
+  const CopyCeiling copy = measure_copy_ceiling(a.quick ? (int64_t{1} << 30) : (int64_t{4} << 30),
+                                                2, a.quick ? 5 : 10);
+  cfg.timing.copy_gbps = copy.best_gbps();
+  const bool tty = isatty(fileno(stderr)) != 0;
+  cli::Progress progress("mamba2 verify", verify_graph_count(cfg));
+  cfg.timing.on_graph = [&] { progress.tick(); };
+  std::vector<std::string> lines;
+  cfg.timing.on_point = [&](const std::string& line) {
+    lines.push_back(line);
+    if (!tty) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<nlohmann::json> rows = run_verify(cfg);
+  progress.done();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.out.empty()) {
+    nlohmann::json j = results_header("verify", a.commit, prop, copy);
+    j["method"] = {
+        {"calls_per_graph", "R = ceil(512 MiB / checkpoint bytes of one call), 2..64"},
+        {"timed_replays", cfg.timing.timing.timed_replays},
+        {"decode-step", "one ordinary replay_step, every row at h = L/2 - 1"},
+        {"replay", "L steps of verify + device commit (accepting T or 1), per step"},
+        {"snapshot", "snapshot_verify (one fp32 snapshot per token) + snapshot_select, per step"},
+        {"bytes", "replay: checkpoint (plus the flush write fraction), mean history and T records "
+                  "and token io; snapshot: state + T snapshots + T token io"},
+        {"inputs", "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots"}};
+    j["args"] = {{"shapes", cfg.shapes}, {"batch", cfg.batches}, {"T", cfg.Ts},
+                 {"L", cfg.L},           {"quick", a.quick},     {"seed", a.seed}};
+    j["seconds"] = secs;
+    j["rows"] = rows;
+    write_json(j, a.out);
+    std::fprintf(stderr, "wrote %zu rows to %s (%.0f s)\n", rows.size(), a.out.c_str(), secs);
+  }
+  for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   return 0;
 }
 
@@ -251,6 +336,21 @@ int main(int argc, char** argv) {
   k->add_option("--replays", a.replays, "timed graph replays (default 25, quick 10)")
       ->check(CLI::Range(1, 10000));
   k->add_flag("--quick", a.quick, "smoke run: batches 1,64,256, L sweep 4,32 at 64, 10 replays");
+  VerifyArgs v;
+  CLI::App* vc = app.add_subcommand(
+      "verify", "Mamba-2 speculative verify vs one decode step and the snapshot baseline");
+  vc->add_option("--shapes", v.shapes, "model shapes")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"nano-4b", "super-120b"}));
+  vc->add_option("--batch", v.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
+  vc->add_option("--T", v.Ts, "tokens per verify step")->delimiter(',')->check(CLI::Range(1, 8));
+  vc->add_option("--L", v.L, "ring length")->check(CLI::Range(2, 64));
+  vc->add_option("--out", v.out, "write the results JSON here (DESIGN.md §4)");
+  vc->add_option("--commit", v.commit, "commit recorded in the JSON (git rev-parse HEAD)");
+  vc->add_option("--seed", v.seed, "random seed of inputs, slots and phases");
+  vc->add_option("--replays", v.replays, "timed graph replays (default 25, quick 10)")
+      ->check(CLI::Range(1, 10000));
+  vc->add_flag("--quick", v.quick, "smoke run: batches 64,256, T 4,8, 10 replays");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -259,6 +359,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (vc->parsed()) return run_verify_cmd(v, *vc);
     return run_kernels(a, *k);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\nreplayssm_bench: error: %s\n", e.what());

@@ -6,7 +6,8 @@
 # $OUT (at most 8 files come back). Usage:
 #   OUT=/tmp/out COMMIT=$(git rev-parse --short HEAD) [PREBUILT=.devbin] scripts/device_run.sh
 # GPU_FILTER (gtest filter of the GPU tests), GENERATE=0 (skip the bundled models), BENCH=0
-# (skip the benchmark), BENCH_ARGS (benchmark arguments, default --family all) and GDN_PLANS
+# (skip the benchmark), BENCH_ARGS (benchmark arguments, default --family all), VERIFY=1 (the
+# speculative verify benchmark, arguments VERIFY_ARGS) and GDN_PLANS
 # (';'-separated RSSM_GDN_REPLAY_PLAN values, each benchmarked at batch 64 and 256 without the L
 # sweep: a tuning run) adjust a run.
 set -uo pipefail
@@ -60,6 +61,14 @@ if [ "${BENCH:-1}" = 1 ]; then
   echo "bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_kernels.py" "$out/kernels-all-$commit.json" \
     "$out/kernels-all-$commit.png" > /dev/null 2>&1 || echo "plot failed"
+fi
+if [ "${VERIFY:-0}" = 1 ]; then
+  # shellcheck disable=SC2086  # VERIFY_ARGS is a list of arguments
+  "$bench" verify ${VERIFY_ARGS:-} --commit "$commit" --out "$out/verify-$commit.json" \
+    > "$out/verify-$commit.txt" 2>&1
+  echo "verify bench rc $?: $(( $(date +%s) - start )) s"
+  python3 "$root/bench/plot_verify.py" "$out/verify-$commit.json" "$out/verify-$commit.png" \
+    > /dev/null 2>&1 || echo "verify plot failed"
 fi
 if [ -n "${GDN_PLANS:-}" ]; then
   IFS=';' read -ra plans <<< "$GDN_PLANS"

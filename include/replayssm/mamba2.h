@@ -44,8 +44,9 @@ struct Tokens {
 
 /// A layer's pool of slots. For the conventional step `state` is the recurrent state; for replay
 /// it is the checkpoint S0 and the ring holds the records since S0 (ring.h for the protocol).
-/// CPU backend: all float32. CUDA backend (conventional_step, replay_step, reset_slots): state
-/// float32, float16 or bfloat16 (float32 arithmetic, rounded to nearest even when stored);
+/// CPU backend: all float32. CUDA backend (conventional_step, replay_step, verify, reset_slots):
+/// state float32, float16 or bfloat16 (float32 arithmetic, rounded to nearest even when stored;
+/// verify: float32 only);
 /// ring_x and ring_B float32, or bfloat16 when the inputs are bfloat16 (a lossless copy);
 /// ring_dt float32; d_state 64 or 128, L <= 64; state, B, C and ring_B 16-byte aligned.
 ///

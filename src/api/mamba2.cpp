@@ -1,7 +1,7 @@
 // Public entry points of include/replayssm/mamba2.h: validate every argument (typed errors naming
 // the argument, the actual and the expected value) before anything is touched, then dispatch on
 // the device: CPU -> src/cpu/mamba2_*.cpp; CUDA -> src/cuda/mamba2 (conventional, replay step,
-// reset; verify not built yet).
+// verify, reset).
 #include "replayssm/mamba2.h"
 
 #include <string>
@@ -210,6 +210,10 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
             const Rows& rows, TensorView y) {
   const char* op = "mamba2.verify";
   const Call call = check_call(layer, cache, &cursors, RingMode::kSpeculative, in, rows, y, op);
+#ifdef RSSM_WITH_CUDA
+  if (call.device == Device::kCUDA)
+    return cuda::mamba2::verify(layer, cache, cursors, call.in, rows, call.y);
+#endif
   if (call.device != Device::kCPU) no_cuda(op);
   cpu::mamba2::verify(layer, cache, cursors, call.in, call.rows, call.y);
 }

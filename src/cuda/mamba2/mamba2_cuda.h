@@ -71,6 +71,28 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y, const Plan& plan = {});
 
+/// mamba2::verify on CUDA tensors (verify.cuh), after the public API's checks: x, B, C, z, y
+/// [batch, T, ...] and dt [batch, T, H] with the token axis; fp32 checkpoint; ring as replay_step
+/// (bfloat16 only as a copy of bfloat16 inputs), L <= 64; T <= cursors.config.T <= 8.
+/// One launch per step for every mix of rows (flush or not, any T_b, pad rows): the cursors,
+/// counts and slot ids are read on the device, so one CUDA graph serves every step.
+void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+            const Rows& rows, TensorView y);
+
+/// The peers' speculative baseline (snapshot.cuh), for side-by-side measurement: row b runs the
+/// conventional step T_b times from states[rows.slot_ids[b]] and writes the state after token s
+/// to states[snap_dst[b, s]] (a full snapshot per token; ids outside the pool skip the write).
+/// states [slots, H, P, N] float32; x, B, C, z, y [batch, T, ...], dt [batch, T, H] (T <= 8);
+/// snap_dst [batch, T] int32; rows.num_tokens optional (1..T). y past T_b is 0; pad rows y = 0.
+/// Errors: ShapeError / DTypeError / UnsupportedError / SlotError as the other ops.
+void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
+                     const Rows& rows, const TensorView& snap_dst, TensorView y);
+/// The baseline's rollback: next_slot_ids[b] = snap_dst[b, num_accepted[b] - 1] (the snapshot of
+/// the last accepted token), on the device. Counts outside 1..T_b: SlotError when host checks
+/// run, else the row keeps its slot (never an offset). Pad rows keep their id.
+void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst,
+                     const TensorView& num_accepted, TensorView next_slot_ids);
+
 /// mamba2::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
 void reset_slots(Cache& cache, const Rows& rows);
 

@@ -32,6 +32,10 @@ struct StepParams {
   const int32_t* origin = nullptr;
   const int32_t* hist = nullptr;
   const int8_t* is_flush = nullptr;
+  // verify / snapshot baseline: the token axis of x, dt, B, C, z and y, and tokens per row
+  int32_t Ty = 1;
+  const int32_t* num_tokens = nullptr;  ///< [batch] 1..Ty, or none (every row feeds Ty)
+  const int32_t* snap_dst = nullptr;    ///< snapshot baseline: [batch, Ty] slot of token s's state
   // flags
   bool dt_f32 = true, softplus = true, has_D = false, has_z = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)

@@ -1,0 +1,235 @@
+// Host side of the CUDA Mamba-2 speculative ops: mamba2::verify (verify.cuh) and the snapshot
+// baseline (snapshot.cuh). The public API (src/api/mamba2.cpp) has checked shapes, dtypes, the
+// ring and the cursors' layout before verify() is reached; the snapshot functions are called
+// directly (benchmarks, tests) and check their own arguments.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/validate.h"
+#include "cuda/common/check.cuh"
+#include "cuda/common/dtypes.cuh"
+#include "cuda/common/rows.h"
+#include "cuda/mamba2/mamba2_cuda.h"
+#include "cuda/mamba2/snapshot.cuh"
+#include "cuda/mamba2/verify.cuh"
+#include "replayssm/errors.h"
+
+namespace replayssm::cuda::mamba2 {
+namespace {
+
+constexpr DType kF32 = DType::kF32, kBF16 = DType::kBF16;
+constexpr int64_t kMaxRing = 64;  // the window's deltas are one warp's 2 x 32 lanes
+constexpr int64_t kMaxBatch = 65535;
+constexpr size_t kMaxSmem = 227 * 1024;
+
+/// The token axis padded to a compiled width.
+int padded_T(int64_t T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
+
+template <class Fn>
+void with_N_K(int64_t N, int K, const char* op, Fn&& fn) {
+  auto by_k = [&](auto n) {
+    switch (K) {
+      case 1: return fn(n, std::integral_constant<int, 1>{});
+      case 2: return fn(n, std::integral_constant<int, 2>{});
+      case 4: return fn(n, std::integral_constant<int, 4>{});
+      default: return fn(n, std::integral_constant<int, 8>{});
+    }
+  };
+  if (N == 64) return by_k(std::integral_constant<int, 64>{});
+  if (N == 128) return by_k(std::integral_constant<int, 128>{});
+  throw UnsupportedError(std::string(op) + ": d_state " + std::to_string(N) +
+                         " is not compiled, expected 64 or 128");
+}
+
+template <class Kernel>
+void launch(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t s,
+            const StepParams& p, const char* op) {
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               (std::string(op) + ": raising the shared-memory limit").c_str());
+  kernel<<<grid, threads, smem, s>>>(p);
+  check_launch((std::string(op) + " launch").c_str());
+}
+
+void check_aligned(const TensorView& t, const char* op, const char* name) {
+  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
+                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
+                          "(vector loads)");
+}
+
+/// The arguments every speculative launch shares, filled after the checks of `op`.
+StepParams token_params(const Layer& layer, const TensorView& state, const Tokens& in,
+                        const Rows& rows, const TensorView& y, const char* op) {
+  const Dims& d = layer.dims;
+  check<UnsupportedError>(d.d_state == 64 || d.d_state == 128, op, ": d_state = ", d.d_state,
+                          ", expected 64 or 128 (the d_state values compiled for CUDA)");
+  check<UnsupportedError>(state.dtype == kF32, op, ": state dtype ", dtype_name(state.dtype),
+                          ", expected float32 (speculative steps keep an fp32 state)");
+  check<UnsupportedError>(in.x.shape[0] <= kMaxBatch, op, ": batch ", in.x.shape[0],
+                          ", expected <= ", kMaxBatch);
+  check_aligned(state, op, "state");
+  check_aligned(in.B, op, "B");
+  check_aligned(in.C, op, "C");
+  StepParams p;
+  p.H = static_cast<int32_t>(d.nheads);
+  p.P = static_cast<int32_t>(d.headdim);
+  p.G = static_cast<int32_t>(d.ngroups);
+  p.heads_per_group = static_cast<int32_t>(d.nheads / d.ngroups);
+  p.slots = static_cast<int32_t>(std::min<int64_t>(state.shape[0], INT32_MAX));
+  p.batch = static_cast<int32_t>(in.x.shape[0]);
+  p.Ty = static_cast<int32_t>(in.x.shape[1]);
+  p.x = in.x.data;
+  p.dt = in.dt.data;
+  p.B = in.B.data;
+  p.C = in.C.data;
+  p.z = in.z.data;
+  p.A_log = layer.A_log.ptr<float>();
+  p.dt_bias = layer.dt_bias.ptr<float>();
+  p.D = layer.D.empty() ? nullptr : layer.D.ptr<float>();
+  p.state = state.data;
+  p.y = y.data;
+  p.slot_ids = rows.slot_ids.ptr<int32_t>();
+  p.num_tokens = rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>();
+  p.dt_f32 = in.dt.dtype == kF32;
+  p.softplus = layer.dt_softplus;
+  p.has_D = !layer.D.empty();
+  p.has_z = !in.z.empty();
+  return p;
+}
+
+template <class TIn, class TRing>
+void launch_verify(const StepParams& p, int64_t N, int K, size_t smem, cudaStream_t s) {
+  const char* op = "mamba2.verify (cuda)";
+  with_N_K(N, K, op, [&](auto n, auto k) {
+    launch(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
+           dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.batch)), kVerifyThreads,
+           smem, s, p, op);
+  });
+}
+
+/// Token-axis views of rank 4 (x, B, C, z, y) / 3 (dt): the snapshot entry points accept [batch,
+/// T, ...] only; check the shared shape.
+void check_snapshot_tokens(const Layer& layer, const TensorView& state, const Tokens& in,
+                           const TensorView& y, const char* op) {
+  const Dims& d = layer.dims;
+  const Device dev = Device::kCUDA;
+  using validate::kAny;
+  auto name = [&](const char* n) { return std::string(op) + " " + n; };
+  validate::expect(layer.A_log, name("A_log").c_str(), {d.nheads}, {kF32}, dev);
+  validate::expect(layer.dt_bias, name("dt_bias").c_str(), {d.nheads}, {kF32}, dev);
+  validate::expect_optional(layer.D, name("D").c_str(), {d.nheads}, {kF32}, dev);
+  validate::expect(in.x, name("x").c_str(), {kAny, kAny, d.nheads, d.headdim}, {kF32, kBF16}, dev);
+  const int64_t batch = in.x.shape[0], T = in.x.shape[1];
+  check<ShapeError>(T >= 1 && T <= 8, op, " x: token axis ", T, ", expected 1..8");
+  const DType t = in.x.dtype;
+  validate::expect(in.dt, name("dt").c_str(), {batch, T, d.nheads}, {kF32, t}, dev);
+  validate::expect(in.B, name("B").c_str(), {batch, T, d.ngroups, d.d_state}, {t}, dev);
+  validate::expect(in.C, name("C").c_str(), {batch, T, d.ngroups, d.d_state}, {t}, dev);
+  validate::expect_optional(in.z, name("z").c_str(), {batch, T, d.nheads, d.headdim}, {t}, dev);
+  validate::expect(y, name("y").c_str(), {batch, T, d.nheads, d.headdim}, {t}, dev);
+  validate::expect(state, name("state").c_str(), {kAny, d.nheads, d.headdim, d.d_state}, {kF32},
+                   dev);
+}
+
+}  // namespace
+
+void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+            const Rows& rows, TensorView y) {
+  const char* op = "mamba2.verify (cuda)";
+  const Dims& d = layer.dims;
+  StepParams p = token_params(layer, cache.state, in, rows, y, op);
+  const int64_t R = cursors.config.rows();
+  check<UnsupportedError>(R <= kMaxRing, op, ": ring length L = ", R, ", expected L <= ", kMaxRing,
+                          " on CUDA");
+  const DType ring = cache.ring_x.dtype;
+  check<UnsupportedError>(ring == kF32 || in.x.dtype == kBF16, op,
+                          ": ring_x is bfloat16 but the inputs are ", dtype_name(in.x.dtype),
+                          ", expected a float32 ring (a bfloat16 ring is only a lossless copy of "
+                          "bfloat16 inputs)");
+  check_rows(rows, p.batch, cache.state.shape[0], p.Ty, op);
+  if (p.batch == 0) return;
+  p.R = static_cast<int32_t>(R);
+  p.ring_x = cache.ring_x.data;
+  p.ring_dt = cache.ring_dt.ptr<float>();
+  p.ring_B = cache.ring_B.data;
+  p.origin = cursors.origin.ptr<int32_t>();
+  p.hist = cursors.h.ptr<int32_t>();
+  p.is_flush = cursors.is_flush.ptr<int8_t>();
+  const int K = padded_T(p.Ty);
+  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), p.P, K);
+  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  check<UnsupportedError>(smem <= kMaxSmem, op, ": headdim ", d.headdim, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  const auto s = static_cast<cudaStream_t>(rows.stream);
+  if (in.x.dtype == kF32)
+    launch_verify<float, float>(p, d.d_state, K, smem, s);
+  else if (ring == kBF16)
+    launch_verify<bf16, bf16>(p, d.d_state, K, smem, s);
+  else
+    launch_verify<bf16, float>(p, d.d_state, K, smem, s);
+}
+
+void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
+                     const Rows& rows, const TensorView& snap_dst, TensorView y) {
+  const char* op = "mamba2.snapshot_verify (cuda)";
+  check_snapshot_tokens(layer, states, in, y, op);
+  StepParams p = token_params(layer, states, in, rows, y, op);
+  validate::expect(snap_dst, (std::string(op) + " snap_dst").c_str(), {p.batch, p.Ty},
+                   {DType::kI32}, Device::kCUDA);
+  check_rows(rows, p.batch, states.shape[0], p.Ty, op);
+  if (p.batch == 0) return;
+  p.snap_dst = snap_dst.ptr<int32_t>();
+  const int K = padded_T(p.Ty);
+  const size_t smem =
+      static_cast<size_t>(snapshot_smem_floats(p.P, static_cast<int>(layer.dims.d_state), K)) * 4;
+  check<UnsupportedError>(smem <= kMaxSmem, op, ": headdim ", p.P, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  const auto s = static_cast<cudaStream_t>(rows.stream);
+  with_N_K(layer.dims.d_state, K, op, [&](auto n, auto k) {
+    constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
+    const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.batch));
+    if (in.x.dtype == kF32)
+      launch(snapshot_kernel<float, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
+    else
+      launch(snapshot_kernel<bf16, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
+  });
+}
+
+void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst,
+                     const TensorView& num_accepted, TensorView next_slot_ids) {
+  const char* op = "mamba2.snapshot_select (cuda)";
+  check<ShapeError>(snap_dst.ndim == 2, op, " snap_dst: ", snap_dst.describe(),
+                    ", expected rank 2 [batch, T]");
+  const int64_t batch = snap_dst.shape[0], T = snap_dst.shape[1];
+  validate::expect(snap_dst, (std::string(op) + " snap_dst").c_str(), {batch, T}, {DType::kI32},
+                   Device::kCUDA);
+  validate::expect(num_accepted, (std::string(op) + " num_accepted").c_str(), {batch},
+                   {DType::kI32}, Device::kCUDA);
+  validate::expect(next_slot_ids, (std::string(op) + " next_slot_ids").c_str(), {batch},
+                   {DType::kI32}, Device::kCUDA);
+  check_rows(rows, batch, slots, T, op);
+  if (host_checks_enabled(rows)) {  // counts outside 1..T_b are an error, never an offset
+    const std::vector<int32_t> ids = download_i32(rows.slot_ids, rows.stream);
+    const std::vector<int32_t> n = download_i32(num_accepted, rows.stream);
+    const std::vector<int32_t> fed =
+        rows.num_tokens.empty() ? std::vector<int32_t>(batch, static_cast<int32_t>(T))
+                                : download_i32(rows.num_tokens, rows.stream);
+    for (int64_t b = 0; b < batch; ++b)
+      if (ids[b] != rows.pad_slot_id)
+        check<SlotError>(n[b] >= 1 && n[b] <= fed[b], op, ": num_accepted[", b, "] = ", n[b],
+                         ", expected 1..", fed[b], " (tokens fed to that row)");
+  }
+  if (batch == 0) return;
+  const int threads = 128;
+  snapshot_select_kernel<<<static_cast<unsigned>((batch + threads - 1) / threads), threads, 0,
+                           static_cast<cudaStream_t>(rows.stream)>>>(
+      rows.slot_ids.ptr<int32_t>(), snap_dst.ptr<int32_t>(),
+      rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>(),
+      num_accepted.ptr<int32_t>(), next_slot_ids.ptr<int32_t>(), static_cast<int32_t>(batch),
+      static_cast<int32_t>(T), static_cast<int32_t>(std::min<int64_t>(slots, INT32_MAX)));
+  check_launch("mamba2.snapshot_select (cuda) launch");
+}
+
+}  // namespace replayssm::cuda::mamba2

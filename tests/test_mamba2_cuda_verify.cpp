@@ -1,0 +1,571 @@
+// GPU tests of the CUDA Mamba-2 speculative ops: mamba2::verify (chunk form, one launch for every
+// mix of rows) with the device commit, and the snapshot baseline (snapshot_verify / _select).
+//
+// Every verify step is checked against the fp64 oracle (ref::mamba2_verify, itself checked to
+// equal sequential decoding of the same tokens) started from what the GPU stored: the checkpoint,
+// ring records and cursors are downloaded before the step, so the bound of one step applies.
+// Bound: |y - y_exact| <= u k |y|_abs, where |y|_abs is the same verify on absolute values
+// (|S0|, |x|, |B|, |C|, |D|, times |silu z|) and k = N + m + 32 + |A| P_m (2m + 11) for a window of
+// m records with delta sum P_m (the dot products' length, the window's sums and the exponentials'
+// argument error, as test_mamba2_util.h derives for the replay step); bf16 outputs add 2^-8 |y|.
+// Flushed checkpoints: the same bound on the fold. Also checked every step: pad rows and columns
+// past T_b exactly 0 (y is NaN-poisoned), the tokens' ring records, no state written by non-flush
+// rows, slots outside the batch and the cursors untouched, guard bytes intact.
+// Skipped (with the reason) where no CUDA device is present.
+#include <gtest/gtest.h>
+
+#ifdef RSSM_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/mamba2/mamba2_cuda.h"
+#include "cuda_test_util.h"
+#include "replayssm/errors.h"
+#include "replayssm/mamba2.h"
+#include "replayssm/ring.h"
+#include "replayssm_ref.h"
+
+namespace replayssm::testing::cuda_test {
+namespace {
+
+namespace cm = ::replayssm::cuda::mamba2;
+using m2::Params;
+using m2::Shape;
+using ref::Vec;
+constexpr DType kF32 = DType::kF32, kBF16 = DType::kBF16;
+constexpr double kU = m2::kU32;
+constexpr Shape kTiny{4, 16, 64, 2, "tiny 4x16x64 g2"};
+constexpr Shape kOdd{6, 40, 128, 3, "odd 6x40x128 g3"};
+
+/// Device token buffers of one speculative step: [batch, T, ...] with the token axis.
+struct DevTokens {
+  int64_t batch, T, H, P, G, N;
+  DType in_t, dt_t;
+  bool with_z;
+  DeviceBuffer x, dt, B, C, z, y, ids, fed, acc;
+  DevTokens(const Params& prm, int64_t batch_, int64_t T_)
+      : batch(batch_), T(T_), H(prm.shape.H), P(prm.shape.P), G(prm.shape.G), N(prm.shape.N),
+        in_t(prm.opt.dtype), dt_t(prm.dt_dtype()), with_z(prm.opt.z),
+        x(in_t, {batch_, T_, H, P}, 81), dt(dt_t, {batch_, T_, H}, 82), B(in_t, {batch_, T_, G, N}, 83),
+        C(in_t, {batch_, T_, G, N}, 84), z(in_t, {batch_, T_, H, P}, 85), y(in_t, {batch_, T_, H, P}, 86),
+        ids(DType::kI32, {batch_}, 87), fed(DType::kI32, {batch_}, 88), acc(DType::kI32, {batch_}, 89) {}
+  /// Uploads toks[b][s] (rows with no tokens stay NaN), the ids and the counts.
+  void put(const std::vector<std::vector<ref::Mamba2Token>>& toks, const std::vector<int32_t>& slot_ids,
+           const std::vector<int32_t>& counts) {
+    Vec vx(x.numel(), NAN), vdt(dt.numel(), NAN), vB(B.numel(), NAN), vC(C.numel(), NAN), vz(z.numel(), NAN);
+    for (int64_t b = 0; b < batch; ++b)
+      for (size_t s = 0; s < toks[b].size(); ++s) {
+        const ref::Mamba2Token& t = toks[b][s];
+        const int64_t bs = b * T + static_cast<int64_t>(s);
+        std::copy(t.x.begin(), t.x.end(), vx.begin() + bs * H * P);
+        if (with_z) std::copy(t.z.begin(), t.z.end(), vz.begin() + bs * H * P);
+        std::copy(t.dt.begin(), t.dt.end(), vdt.begin() + bs * H);
+        std::copy(t.B.begin(), t.B.end(), vB.begin() + bs * G * N);
+        std::copy(t.C.begin(), t.C.end(), vC.begin() + bs * G * N);
+      }
+    x.set_values(vx), dt.set_values(vdt), B.set_values(vB), C.set_values(vC), z.set_values(vz);
+    ids.set_values(Vec(slot_ids.begin(), slot_ids.end()));
+    fed.set_values(Vec(counts.begin(), counts.end()));
+  }
+  mamba2::Tokens tokens() const {
+    mamba2::Tokens t{x.view(), dt.view(), B.view(), C.view(), {}};
+    if (with_z) t.z = z.view();
+    return t;
+  }
+  Rows rows(int32_t pad, bool with_counts) const {
+    Rows r;
+    r.slot_ids = ids.view();
+    r.pad_slot_id = pad;
+    if (with_counts) r.num_tokens = fed.view();
+    return r;
+  }
+};
+
+/// One slot's oracle sequence from a pool snapshot (what the GPU stored).
+ref::Mamba2Seq seq_of(const DevPool& pool, const DevPool::Snapshot& snap, int32_t slot) {
+  const Shape& s = pool.s;
+  ref::Mamba2Seq q;
+  auto get = [&](int i, DType t, int64_t off) { return decode(t, snap[i].data(), off); };
+  q.S0.resize(s.H * s.P * s.N);
+  for (int64_t i = 0; i < s.H * s.P * s.N; ++i) q.S0[i] = get(0, kF32, pool.state_at(slot) + i);
+  q.ring.resize(pool.R);
+  for (int64_t r = 0; r < pool.R; ++r) {
+    ref::Mamba2Record& rec = q.ring[r];
+    rec.x.resize(s.H * s.P), rec.delta.resize(s.H), rec.B.resize(s.G * s.N);
+    for (int64_t h = 0; h < s.H; ++h) {
+      rec.delta[h] = get(2, kF32, pool.dt_at(slot, h, r));
+      for (int64_t p = 0; p < s.P; ++p) rec.x[h * s.P + p] = get(1, pool.ring_t, pool.x_at(slot, h, r) + p);
+    }
+    for (int64_t g = 0; g < s.G; ++g)
+      for (int64_t n = 0; n < s.N; ++n) rec.B[g * s.N + n] = get(3, pool.ring_t, pool.B_at(slot, g, r) + n);
+  }
+  q.cursor = pool.cursor(snap, slot);
+  return q;
+}
+
+Vec absv(const Vec& v) {
+  Vec o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = std::abs(v[i]);
+  return o;
+}
+
+/// The magnitude problem: every value replaced by its absolute value, no gate (applied after).
+ref::Mamba2Seq abs_seq(ref::Mamba2Seq q) {
+  q.S0 = absv(q.S0);
+  for (ref::Mamba2Record& r : q.ring) r.x = absv(r.x), r.B = absv(r.B);
+  return q;
+}
+ref::Mamba2Token abs_token(const ref::Mamba2Token& t) {
+  ref::Mamba2Token a = t;
+  a.x = absv(t.x), a.B = absv(t.B), a.C = absv(t.C), a.z.clear();
+  return a;
+}
+
+/// k of the file comment per head, for the window of history deltas plus the tokens'.
+Vec k_of(const Params& prm, const ref::Mamba2Seq& q, const std::vector<ref::Mamba2Token>& toks,
+         const RingConfig& cfg) {
+  const Shape& s = prm.shape;
+  const int64_t m = q.cursor.h + static_cast<int64_t>(toks.size());
+  Vec k(s.H);
+  for (int64_t h = 0; h < s.H; ++h) {
+    double Pm = 0.0;
+    for (int64_t l = 0; l < q.cursor.h; ++l) Pm += q.ring[ref::ring_row(q.cursor, l, cfg)].delta[h];
+    for (const ref::Mamba2Token& t : toks) Pm += ref::mamba2_delta(prm.ref, t, h);
+    k[h] = static_cast<double>(s.N + m + 32) + std::abs(prm.A(h)) * Pm * (2.0 * m + 11.0);
+  }
+  return k;
+}
+
+struct Case {
+  Shape shape = kTiny;
+  DType in = kF32, ring = kF32;
+  bool z = true, D = true, dt_same = false;
+  int L = 9, T = 4;
+  int seqs = 5, pads = 2, steps = 500;
+  int64_t slots = 12;
+  std::string describe() const {
+    std::ostringstream os;
+    os << shape.name << ", in " << dtype_name(in) << ", ring " << dtype_name(ring) << ", L " << L
+       << ", T " << T << (z ? ", z" : "") << (D ? ", D" : "") << ", " << steps << " steps";
+    return os.str();
+  }
+};
+
+/// Random valid cursors (h <= L - T, the flush rule) and random checkpoints and rings for `slots`.
+void random_start(DevPool& pool, const RingConfig& cfg, const std::vector<int32_t>& slots, Rng& rng) {
+  Vec o = pool.origin.values(), h = pool.h.values(), f = pool.flush.values();
+  for (int32_t s : slots) {
+    o[s] = static_cast<double>(rng.integer(0, cfg.rows() - 1));
+    h[s] = static_cast<double>(rng.integer(0, cfg.L - cfg.T));
+    f[s] = h[s] + 2 * cfg.T > cfg.L ? 1 : 0;
+  }
+  pool.origin.set_values(o), pool.h.set_values(h), pool.flush.set_values(f);
+  Vec st = pool.state.values();
+  for (double& v : st) v = rng.normal(0, 1);
+  pool.state.set_values(st);
+  for (DeviceBuffer* b : {&pool.ring_x, &pool.ring_B}) {
+    Vec v = b->values();
+    for (double& e : v) e = through(pool.ring_t, rng.normal(0, 1));
+    b->set_values(v);
+  }
+  Vec d = pool.ring_dt.values();
+  for (double& e : d) e = rng.uniform(0.01, 0.6);
+  pool.ring_dt.set_values(d);
+}
+
+void run_walk(const Case& c, uint64_t seed) {
+  SCOPED_TRACE(c.describe() + ", seed " + std::to_string(seed));
+  Rng rng(seed);
+  const Params prm(c.shape, m2::Options{c.in, c.dt_same, c.z, c.D, true}, rng);
+  const DevLayer layer(prm);
+  const RingConfig cfg{c.L, c.T, RingMode::kSpeculative};
+  DevPool pool(c.shape, c.slots, cfg.rows(), kF32, c.ring, rng);
+  const Shape& s = c.shape;
+  const int64_t batch = c.seqs + c.pads;
+  std::vector<int32_t> seq_slots(c.slots);
+  for (int32_t i = 0; i < c.slots; ++i) seq_slots[i] = i;
+  rng.shuffle(seq_slots);
+  seq_slots.resize(c.seqs);
+  random_start(pool, cfg, seq_slots, rng);
+  const int32_t pad = -1;
+  int flushes = 0, partial = 0, zero_drafts_after_multi = 0;
+  std::vector<int32_t> last_accept(c.slots, 1);
+
+  for (int step = 0; step < c.steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    // Rows: the sequences in a random order with pad rows mixed in; T_b random per row.
+    std::vector<int32_t> ids(seq_slots);
+    for (int i = 0; i < c.pads; ++i) ids.push_back(pad);
+    rng.shuffle(ids);
+    const int64_t Ty = rng.integer(1, c.T);
+    const bool with_counts = rng.integer(0, 3) != 0;
+    std::vector<int32_t> fed(batch);
+    std::vector<std::vector<ref::Mamba2Token>> toks(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      fed[b] = with_counts ? static_cast<int32_t>(rng.integer(1, Ty)) : static_cast<int32_t>(Ty);
+      if (ids[b] == pad) continue;
+      for (int32_t t = 0; t < fed[b]; ++t) toks[b].push_back(prm.token(rng));
+      if (fed[b] == 1 && last_accept[ids[b]] > 1) ++zero_drafts_after_multi;
+    }
+    DevTokens dev(prm, batch, Ty);
+    dev.put(toks, ids, fed);
+    dev.y.poison();
+    const DevPool::Snapshot before = pool.snapshot();
+    const Rows rows = dev.rows(pad, with_counts);
+    mamba2::Cache cache = pool.cache();
+    mamba2::verify(layer.layer, cache, pool.cursors(cfg), dev.tokens(), rows, dev.y.view());
+    const Vec y = dev.y.values();
+    const DevPool::Snapshot after = pool.snapshot();
+
+    std::vector<bool> in_batch(c.slots, false);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t t = 0; t < Ty; ++t) {
+        const int64_t off = (b * Ty + t) * s.H * s.P;
+        const bool zero = ids[b] == pad || t >= fed[b];
+        if (!zero) continue;
+        for (int64_t i = 0; i < s.H * s.P; ++i)
+          ASSERT_EQ(y[off + i], 0.0) << "row " << b << " token " << t << " must be exactly 0";
+      }
+      if (ids[b] == pad) continue;
+      const int32_t slot = ids[b];
+      in_batch[slot] = true;
+      ref::Mamba2Seq q = seq_of(pool, before, slot);
+      const Cursor cur = q.cursor;
+      ref::Mamba2Seq qa = abs_seq(q);
+      ref::Mamba2Params pa = prm.ref;
+      pa.D = absv(pa.D);
+      std::vector<ref::Mamba2Token> ta;
+      for (const ref::Mamba2Token& t : toks[b]) ta.push_back(abs_token(t));
+      const std::vector<Vec> y_ref = ref::mamba2_verify(prm.ref, cfg, q, toks[b]);
+      const std::vector<Vec> y_abs = ref::mamba2_verify(pa, cfg, qa, ta);
+      const Vec k = k_of(prm, seq_of(pool, before, slot), toks[b], cfg);
+      for (int64_t t = 0; t < fed[b]; ++t) {
+        const int64_t off = (b * Ty + t) * s.H * s.P;
+        for (int64_t i = 0; i < s.H * s.P; ++i) {
+          const int64_t h = i / s.P;
+          const double gate = c.z ? std::abs(m2::silu(toks[b][t].z[i])) : 1.0;
+          double tol = kU * k[h] * y_abs[t][i] * gate;
+          if (c.in == kBF16) tol += m2::kBf16Out * (std::abs(y_ref[t][i]) + tol);
+          ASSERT_LE(std::abs(y[off + i] - y_ref[t][i]), tol)
+              << "row " << b << " (slot " << slot << ", h " << cur.h << ", T_b " << fed[b]
+              << ", flush " << cur.is_flush << ") token " << t << " element " << i << ": got "
+              << y[off + i] << ", want " << y_ref[t][i];
+        }
+      }
+      // The checkpoint: folded on flush rows with history, else untouched (bit for bit).
+      const int64_t n = s.H * s.P * s.N;
+      const size_t bytes = static_cast<size_t>(n) * 4, soff = static_cast<size_t>(pool.state_at(slot)) * 4;
+      if (cur.is_flush && cur.h > 0) {
+        ++flushes;
+        for (int64_t i = 0; i < n; ++i) {
+          const double got = decode(kF32, after[0].data(), pool.state_at(slot) + i);
+          const double tol = kU * k[i / (s.P * s.N)] * qa.S0[i];
+          ASSERT_LE(std::abs(got - q.S0[i]), tol) << "flushed checkpoint element " << i;
+        }
+      } else {
+        ASSERT_EQ(std::memcmp(after[0].data() + soff, before[0].data() + soff, bytes), 0)
+            << "a row without a flush wrote the checkpoint (slot " << slot << ")";
+      }
+      // The tokens' records at logical h..h+T_b-1: x and B exact copies, delta to a few ulps.
+      for (int64_t t = 0; t < fed[b]; ++t) {
+        const int64_t row = ref::ring_row(cur, cur.h + t, cfg);
+        for (int64_t h = 0; h < s.H; ++h) {
+          // fp32 softplus of the rounded dt + dt_bias: relative error (8 + |dt'|) u (its slope
+          // sigmoid(dt') <= delta carries the argument's rounding u |dt'| over relatively).
+          const double d_want = ref::mamba2_delta(prm.ref, toks[b][t], h);
+          const double d_got = decode(kF32, after[2].data(), pool.dt_at(slot, h, row));
+          const double arg = std::abs(toks[b][t].dt[h] + prm.ref.dt_bias[h]);
+          ASSERT_LE(std::abs(d_got - d_want), (8.0 + arg) * kU * std::abs(d_want)) << "ring delta";
+          for (int64_t p = 0; p < s.P; ++p)
+            ASSERT_EQ(decode(c.ring, after[1].data(), pool.x_at(slot, h, row) + p), toks[b][t].x[h * s.P + p]);
+        }
+        for (int64_t g = 0; g < s.G; ++g)
+          for (int64_t nn = 0; nn < s.N; ++nn)
+            ASSERT_EQ(decode(c.ring, after[3].data(), pool.B_at(slot, g, row) + nn), toks[b][t].B[g * s.N + nn]);
+      }
+      // Records of the history and the rest of the ring untouched.
+      for (int64_t l = 0; l < cfg.rows(); ++l) {
+        if (l >= cur.h && l < cur.h + fed[b]) continue;
+        const int64_t row = ref::ring_row(cur, l, cfg);
+        for (int64_t h = 0; h < s.H; ++h) {
+          const size_t xs = static_cast<size_t>(s.P) * dtype_size(c.ring);
+          const size_t xo = static_cast<size_t>(pool.x_at(slot, h, row)) * dtype_size(c.ring);
+          ASSERT_EQ(std::memcmp(after[1].data() + xo, before[1].data() + xo, xs), 0) << "ring x row " << row;
+        }
+      }
+    }
+    // Cursors only read; slots outside the batch untouched in every buffer.
+    for (int i = 4; i < 7; ++i) ASSERT_EQ(after[i], before[i]) << "verify moved a cursor";
+    for (int32_t slot = 0; slot < c.slots; ++slot) {
+      if (in_batch[slot]) continue;
+      const size_t n = static_cast<size_t>(s.H * s.P * s.N) * 4, o = static_cast<size_t>(pool.state_at(slot)) * 4;
+      ASSERT_EQ(std::memcmp(after[0].data() + o, before[0].data() + o, n), 0) << "idle slot " << slot;
+      const size_t xn = static_cast<size_t>(s.H * pool.R * s.P) * dtype_size(c.ring);
+      const size_t xo = static_cast<size_t>(pool.x_at(slot, 0, 0)) * dtype_size(c.ring);
+      ASSERT_EQ(std::memcmp(after[1].data() + xo, before[1].data() + xo, xn), 0) << "idle slot ring";
+    }
+
+    // Accept 1..T_b per row (all-accept, all-reject and partial), commit on the device.
+    std::vector<int32_t> acc(batch, 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (ids[b] == pad) continue;
+      const int kind = static_cast<int>(rng.integer(0, 2));
+      acc[b] = kind == 0 ? fed[b] : kind == 1 ? 1 : static_cast<int32_t>(rng.integer(1, fed[b]));
+      if (acc[b] < fed[b]) ++partial;
+      last_accept[ids[b]] = acc[b];
+    }
+    dev.acc.set_values(Vec(acc.begin(), acc.end()));
+    RingCursors cursors = pool.cursors(cfg);
+    commit(cursors, rows, dev.acc.view());
+    ASSERT_TRUE(pool.guards_intact() && layer.guards_intact());
+    ASSERT_TRUE(dev.x.guards_intact() && dev.y.guards_intact() && dev.B.guards_intact());
+    // The device cursors follow ring.h's rule.
+    const DevPool::Snapshot moved = pool.snapshot();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (ids[b] == pad) continue;
+      const Cursor want = commit_cursor(pool.cursor(before, ids[b]), acc[b], cfg);
+      ASSERT_EQ(pool.cursor(moved, ids[b]), want) << "commit of slot " << ids[b];
+    }
+  }
+  if (c.steps >= 100) {  // the walk must exercise what it claims to
+    EXPECT_GT(flushes, c.steps / 20);
+    EXPECT_GT(partial, c.steps / 4);
+    EXPECT_GT(zero_drafts_after_multi, 0);
+  }
+}
+
+TEST(Mamba2CudaVerify, RandomWalkMatchesOracleTinyF32) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  run_walk(c, test_seed(501));
+}
+
+TEST(Mamba2CudaVerify, RandomWalkMatchesOracleBf16RingT8) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.dt_same = true, c.L = 16, c.T = 8;
+  c.steps = 500, c.seqs = 3, c.pads = 1, c.slots = 6;
+  run_walk(c, test_seed(502));
+}
+
+TEST(Mamba2CudaVerify, RandomWalkBf16InputsF32RingNoGateNoD) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  c.in = kBF16, c.ring = kF32, c.z = false, c.D = false, c.L = 6, c.T = 3, c.steps = 200;
+  run_walk(c, test_seed(503));
+}
+
+TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (const Shape& s : {m2::kNano, m2::kSuper}) {
+    Case c;
+    c.shape = s, c.in = kBF16, c.ring = kBF16, c.L = 16, c.T = 4;
+    c.steps = 6, c.seqs = 2, c.pads = 1, c.slots = 3;
+    run_walk(c, test_seed(504));
+  }
+}
+
+// One captured graph (verify + device commit) replayed step after step equals eager launches bit
+// for bit: outputs, checkpoints, rings and cursors.
+TEST(Mamba2CudaVerify, CapturedGraphEqualsEager) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Rng rng(test_seed(505));
+  const Params prm(kTiny, m2::Options{kF32, false, true, true, true}, rng);
+  const DevLayer layer(prm);
+  const RingConfig cfg{8, 3, RingMode::kSpeculative};
+  DevPool eager(kTiny, 8, cfg.rows(), kF32, kF32, rng), graphed(kTiny, 8, cfg.rows(), kF32, kF32, rng);
+  random_start(eager, cfg, {0, 1, 2, 3, 4, 5, 6, 7}, rng);
+  graphed.copy_from(eager);
+  const int64_t batch = 6;
+  DevTokens dev(prm, batch, cfg.T);
+  DeviceBuffer y_eager(kF32, {batch, cfg.T, kTiny.H, kTiny.P}, 90);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  auto enqueue = [&](DevPool& pool, TensorView y, bool checks) {
+    Rows rows = dev.rows(-1, true);
+    rows.stream = stream;
+    rows.check_device_ids = checks;
+    mamba2::Cache cache = pool.cache();
+    RingCursors cursors = pool.cursors(cfg);
+    mamba2::verify(layer.layer, cache, cursors, dev.tokens(), rows, y);
+    commit(cursors, rows, dev.acc.view());
+  };
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  enqueue(graphed, dev.y.view(), false);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int step = 0; step < 60; ++step) {
+    std::vector<int32_t> ids = {3, -1, 0, 6, 1, 5};
+    rng.shuffle(ids);
+    std::vector<int32_t> fed(batch), acc(batch);
+    std::vector<std::vector<ref::Mamba2Token>> toks(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      fed[b] = static_cast<int32_t>(rng.integer(1, cfg.T));
+      acc[b] = ids[b] < 0 ? 0 : static_cast<int32_t>(rng.integer(1, fed[b]));
+      if (ids[b] >= 0)
+        for (int t = 0; t < fed[b]; ++t) toks[b].push_back(prm.token(rng));
+    }
+    dev.put(toks, ids, fed);
+    dev.acc.set_values(Vec(acc.begin(), acc.end()));
+    enqueue(eager, y_eager.view(), true);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const Vec ye = y_eager.values(), yg = dev.y.values();
+    for (size_t i = 0; i < ye.size(); ++i)
+      if (!(std::isnan(ye[i]) && std::isnan(yg[i]))) {
+        ASSERT_EQ(ye[i], yg[i]) << "step " << step << " y " << i;
+      }
+    ASSERT_EQ(eager.snapshot(), graphed.snapshot()) << "step " << step;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(Mamba2CudaVerify, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Rng rng(test_seed(506));
+  const Params prm(kTiny, m2::Options{}, rng);
+  const DevLayer layer(prm);
+  const RingConfig cfg{8, 4, RingMode::kSpeculative};
+  DevPool pool(kTiny, 4, cfg.rows(), kF32, kF32, rng);
+  random_start(pool, cfg, {0, 1, 2, 3}, rng);
+  DevTokens dev(prm, 2, 4);
+  std::vector<std::vector<ref::Mamba2Token>> toks(2);
+  for (auto& r : toks)
+    for (int t = 0; t < 4; ++t) r.push_back(prm.token(rng));
+  const DevPool::Snapshot before = pool.snapshot();
+  mamba2::Cache cache = pool.cache();
+  auto run = [&] {
+    mamba2::verify(layer.layer, cache, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view());
+  };
+  dev.put(toks, {1, 2}, {2, 5});  // 5 > T
+  EXPECT_THROW(run(), SlotError);
+  dev.put(toks, {1, 2}, {0, 2});  // 0 tokens
+  EXPECT_THROW(run(), SlotError);
+  dev.put(toks, {1, 1}, {2, 2});  // a slot twice
+  EXPECT_THROW(run(), SlotError);
+  dev.put(toks, {1, 2}, {2, 2});
+  RingConfig decode_cfg{8, 1, RingMode::kDecode};
+  EXPECT_THROW(mamba2::verify(layer.layer, cache, pool.cursors(decode_cfg), dev.tokens(),
+                              dev.rows(-1, true), dev.y.view()),
+               ConfigError);
+  DevPool half(kTiny, 4, cfg.rows(), DType::kF16, kF32, rng);
+  mamba2::Cache hc = half.cache();
+  EXPECT_THROW(mamba2::verify(layer.layer, hc, half.cursors(cfg), dev.tokens(), dev.rows(-1, true),
+                              dev.y.view()),
+               UnsupportedError);
+  EXPECT_EQ(pool.snapshot(), before) << "a rejected call touched the pool";
+  // Accepted counts outside 1..T_b: the device commit rejects them, cursors unchanged.
+  run();
+  const DevPool::Snapshot ran = pool.snapshot();
+  for (const std::vector<double>& bad : {Vec{0, 1}, Vec{3, 1}, Vec{-2, 1}}) {
+    dev.acc.set_values(bad);
+    RingCursors cursors = pool.cursors(cfg);
+    EXPECT_THROW(commit(cursors, dev.rows(-1, true), dev.acc.view()), SlotError);
+    EXPECT_EQ(pool.snapshot(), ran);
+  }
+}
+
+// ---- the snapshot baseline ---------------------------------------------------------------------
+
+TEST(Mamba2CudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (const Shape& shape : {kTiny, kOdd}) {
+    for (DType in : {kF32, kBF16}) {
+      Rng rng(test_seed(507));
+      const Params prm(shape, m2::Options{in, false, true, true, true}, rng);
+      const DevLayer layer(prm);
+      const int64_t T = 4, batch = 4, slots = 1 + batch * (T + 1);
+      DeviceBuffer states(kF32, {slots, shape.H, shape.P, shape.N}, 91);
+      Vec st(states.numel());
+      for (double& v : st) v = rng.normal(0, 1);
+      states.set_values(st);
+      DevTokens dev(prm, batch, T);
+      DeviceBuffer dst(DType::kI32, {batch, T}, 92), next(DType::kI32, {batch}, 93);
+      std::vector<int32_t> ids = {2, -1, 0, 4};  // none is a snapshot slot
+      std::vector<int32_t> fed = {4, 3, 1, 3};
+      Vec vdst(batch * T);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < T; ++t) vdst[b * T + t] = static_cast<double>(1 + batch + b * T + t);
+      vdst[3 * T + 1] = -1;  // a skipped snapshot
+      dst.set_values(vdst);
+      std::vector<std::vector<ref::Mamba2Token>> toks(batch);
+      for (int64_t b = 0; b < batch; ++b)
+        if (ids[b] >= 0)
+          for (int t = 0; t < fed[b]; ++t) toks[b].push_back(prm.token(rng));
+      dev.put(toks, ids, fed);
+      dev.y.poison();
+      const Vec before = states.values();
+      cm::snapshot_verify(layer.layer, states.view(), dev.tokens(), dev.rows(-1, true), dst.view(),
+                          dev.y.view());
+      const Vec y = dev.y.values(), after = states.values();
+      const int64_t n = shape.H * shape.P * shape.N, hp = shape.H * shape.P;
+      std::vector<bool> written(slots, false);
+      for (int64_t b = 0; b < batch; ++b) {
+        if (ids[b] < 0) {
+          for (int64_t i = 0; i < T * hp; ++i) ASSERT_EQ(y[b * T * hp + i], 0.0);
+          continue;
+        }
+        Vec S(before.begin() + ids[b] * n, before.begin() + (ids[b] + 1) * n), Sa = absv(S);
+        ref::Mamba2Params pa = prm.ref;
+        pa.D = absv(pa.D);
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t off = (b * T + t) * hp;
+          if (t >= fed[b]) {
+            for (int64_t i = 0; i < hp; ++i) ASSERT_EQ(y[off + i], 0.0);
+            continue;
+          }
+          const Vec yr = ref::mamba2_conventional_step(prm.ref, S, toks[b][t]);
+          const Vec ya = ref::mamba2_conventional_step(pa, Sa, abs_token(toks[b][t]));
+          const double k = static_cast<double>(shape.N + 32 + 8 * (t + 1));
+          for (int64_t i = 0; i < hp; ++i) {
+            const double gate = std::abs(m2::silu(toks[b][t].z[i]));
+            double tol = kU * k * ya[i] * gate;
+            if (in == kBF16) tol += m2::kBf16Out * (std::abs(yr[i]) + tol);
+            ASSERT_LE(std::abs(y[off + i] - yr[i]), tol) << shape.name << " row " << b << " token " << t;
+          }
+          const int32_t d = static_cast<int32_t>(vdst[b * T + t]);
+          if (d < 0) continue;
+          written[d] = true;
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_LE(std::abs(after[d * n + i] - S[i]), kU * 8 * (t + 1) * Sa[i] + 1e-30)
+                << "snapshot of row " << b << " token " << t;
+        }
+      }
+      for (int64_t sl = 0; sl < slots; ++sl)
+        if (!written[sl]) {
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(after[sl * n + i], before[sl * n + i]) << "slot " << sl;
+        }
+      // Rollback: the next step reads the snapshot of the last accepted token.
+      dev.acc.set_values({2, 0, 1, 3});
+      next.poison();
+      cm::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view());
+      const Vec nx = next.values();
+      EXPECT_EQ(nx[0], vdst[0 * T + 1]);
+      EXPECT_EQ(nx[1], -1);
+      EXPECT_EQ(nx[2], vdst[2 * T + 0]);
+      EXPECT_EQ(nx[3], vdst[3 * T + 2]);
+      dev.acc.set_values({5, 0, 1, 1});  // 5 > T_b
+      EXPECT_THROW(cm::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view()),
+                   SlotError);
+      ASSERT_TRUE(states.guards_intact() && dev.y.guards_intact() && next.guards_intact());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace replayssm::testing::cuda_test
+
+#else
+TEST(Mamba2CudaVerify, SkippedWithoutCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }
+#endif
