@@ -127,12 +127,14 @@ class SpecPool {
     rw.stream = s;
     return rw;
   }
-  mamba2::Cache cache() const {
+  /// The pool with a ring of L <= the allocated length rows (a view of the same buffers).
+  mamba2::Cache cache(int L) const {
     const int64_t H = dims_.nheads, P = dims_.headdim, N = dims_.d_state, G = dims_.ngroups;
+    if (L > L_) throw BenchError(fmt::format("verify: ring length {} > allocated {}", L, L_));
     return {device_view(state_, 0, kF32, {slots_, H, P, N}),
-            device_view(ring_x_, 0, kBF16, {slots_, H, L_, P}),
-            device_view(ring_dt_, 0, kF32, {slots_, H, L_}),
-            device_view(ring_B_, 0, kBF16, {slots_, G, L_, N})};
+            device_view(ring_x_, 0, kBF16, {slots_, H, L, P}),
+            device_view(ring_dt_, 0, kF32, {slots_, H, L}),
+            device_view(ring_B_, 0, kBF16, {slots_, G, L, N})};
   }
   RingCursors cursors(const RingConfig& cfg) const {
     return {device_view(origin_, 0, kI32, {slots_}), device_view(h_, 0, kI32, {slots_}),
@@ -151,8 +153,8 @@ class SpecPool {
     return cur;
   }
   /// Decode cursors: every row at history h, no flush.
-  void set_decode_cursors(int h) {
-    std::uniform_int_distribution<int32_t> uo(0, L_ - 1);
+  void set_decode_cursors(int L, int h) {
+    std::uniform_int_distribution<int32_t> uo(0, L - 1);
     std::vector<Cursor> cur(static_cast<size_t>(slots_));
     for (Cursor& c : cur) c = {uo(rng_), h, false};
     put_cursors(cur);
@@ -236,6 +238,8 @@ nlohmann::json row_of(const Row& m, const std::string& shape, const std::string&
 
 }  // namespace
 
+int verify_ring_length(const VerifyConfig& cfg, int T) { return std::max(cfg.L, 4 * T); }
+
 long verify_graph_count(const VerifyConfig& cfg) {
   return static_cast<long>(cfg.shapes.size() * cfg.batches.size() * (1 + 4 * cfg.Ts.size()));
 }
@@ -250,20 +254,21 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
     const StepBytes bm = mamba2_bytes(sh.H, sh.P, sh.N, sh.G, 4);
     for (int64_t batch : cfg.batches) {
       const int calls = calls_per_graph(static_cast<double>(bm.state()) * batch);
-      SpecPool pool(sh, batch, calls, cfg.L, Tmax, cfg.timing.seed + 7919ull * batch, s);
+      SpecPool pool(sh, batch, calls, verify_ring_length(cfg, Tmax), Tmax,
+                    cfg.timing.seed + 7919ull * batch, s);
       const PoolStats ps{batch, pool.slots(), calls, kF32, kF32};
       const std::string where = fmt::format("{} batch {}", name, batch);
-      mamba2::Cache cache = pool.cache();
 
       // One ordinary ReplaySSM decode step: every row at h = L/2 - 1 (mean history of a window).
       const RingConfig dcfg{cfg.L, 1, RingMode::kDecode};
       const int hd = cfg.L / 2 - 1;
-      pool.set_decode_cursors(hd);
+      pool.set_decode_cursors(cfg.L, hd);
+      mamba2::Cache dcache = pool.cache(cfg.L);
       const Row dec = measure(
           ps, [&] { pool.poison(); }, [&](const std::string& w) { pool.check(1, w); },
           [&](cudaStream_t st) {
             for (int r = 0; r < calls; ++r)
-              cm::replay_step(pool.layer(), cache, pool.cursors(dcfg), pool.tokens(r, 1),
+              cm::replay_step(pool.layer(), dcache, pool.cursors(dcfg), pool.tokens(r, 1),
                               pool.rows(r, st), pool.y(r, 1));
           },
           1, static_cast<double>(bm.ordinary(hd)) * batch, cfg.timing, s, where + " decode step");
@@ -272,7 +277,9 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
       out.push_back(dj);
 
       for (int T : cfg.Ts) {
-        const RingConfig scfg{cfg.L, T, RingMode::kSpeculative};
+        const int L = verify_ring_length(cfg, T);
+        const RingConfig scfg{L, T, RingMode::kSpeculative};
+        mamba2::Cache cache = pool.cache(L);
         // The snapshot baseline first (its pool is freed before the replay rows are timed).
         double snap_us[2] = {0, 0};
         std::vector<nlohmann::json> snap_rows;
@@ -306,7 +313,7 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
                 1, static_cast<double>((1 + T) * bm.state() + T * bm.io()) * batch, cfg.timing,
                 s, fmt::format("{} T {} snapshot", where, T));
             snap_us[a] = m.us;
-            nlohmann::json j = row_of(m, name, "snapshot", cfg.L);
+            nlohmann::json j = row_of(m, name, "snapshot", L);
             j["T"] = T;
             j["acceptance"] = a == 0 ? "all-accept" : "all-reject";
             j["ratio_to_decode_step"] = m.us / dec.us;
@@ -317,7 +324,7 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
           const int accept = a == 0 ? T : 1;
           pool.set_accepted(accept);
           const std::vector<Cursor> start = pool.set_spec_cursors(scfg);
-          const Cycle cyc = cycle_of(scfg, accept, start, cfg.L);
+          const Cycle cyc = cycle_of(scfg, accept, start, L);
           const double bytes = static_cast<double>(bm.state()) * (1.0 + cyc.flush_fraction) +
                                cyc.mean_h * static_cast<double>(bm.record()) +
                                T * static_cast<double>(bm.io() + bm.record()) +
@@ -325,7 +332,7 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
           const Row m = measure(
               ps, [&] { pool.poison(); }, [&](const std::string& w) { pool.check(T, w); },
               [&](cudaStream_t st) {
-                for (int step = 0; step < cfg.L; ++step)
+                for (int step = 0; step < L; ++step)
                   for (int r = 0; r < calls; ++r) {
                     const Rows rw = pool.rows(r, st);
                     RingCursors cur = pool.cursors(scfg);
@@ -333,8 +340,8 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
                     commit(cur, rw, pool.accepted(r));
                   }
               },
-              cfg.L, bytes * batch, cfg.timing, s, fmt::format("{} T {} verify", where, T));
-          nlohmann::json j = row_of(m, name, "replay", cfg.L);
+              L, bytes * batch, cfg.timing, s, fmt::format("{} T {} verify", where, T));
+          nlohmann::json j = row_of(m, name, "replay", L);
           j["T"] = T;
           j["acceptance"] = a == 0 ? "all-accept" : "all-reject";
           j["ratio_to_decode_step"] = m.us / dec.us;
@@ -346,9 +353,9 @@ std::vector<nlohmann::json> run_verify(const VerifyConfig& cfg) {
           out.push_back(j);
           if (cfg.timing.on_point)
             cfg.timing.on_point(fmt::format(
-                "{} T {} {}: verify {:.1f} us ({:.2f}x decode step {:.1f} us), snapshot {:.1f} us "
+                "{} T {} (L {}) {}: verify {:.1f} us ({:.2f}x decode step {:.1f} us), snapshot {:.1f} us "
                 "({:.2f}x)",
-                where, T, a == 0 ? "all-accept" : "all-reject", m.us, m.us / dec.us, dec.us,
+                where, T, L, a == 0 ? "all-accept" : "all-reject", m.us, m.us / dec.us, dec.us,
                 snap_us[a], snap_us[a] / m.us));
         }
         for (nlohmann::json& j : snap_rows) out.push_back(j);

@@ -6,8 +6,10 @@
 // rule of the kernel benchmark (sized by the checkpoint bytes of one call), each sequence with an
 // fp32 checkpoint, a ring of L records and speculative cursors at random valid phases. Measured:
 //   decode-step  one ordinary replay_step (decode ring, every row at h = L/2 - 1, no flush);
-//   replay       L steps of mamba2::verify + device commit accepting T (all-accept) or 1
-//                (all-reject) per row, so the rows cycle through their flushes; us per step;
+//   replay       L_T steps of mamba2::verify + device commit accepting T (all-accept) or 1
+//                (all-reject) per row, so the rows cycle through their flushes; us per step.
+//                Ring L_T = max(L, 4T): the early-flush rule (flush when h + 2T > L) makes every
+//                step a flush at L = 2T, so T = 8 takes a 32-record ring;
 //   snapshot     snapshot_verify (T conventional updates, one fp32 state snapshot per token) +
 //                snapshot_select; us per step.
 // Inputs bf16 (x, dt, B, C, y; no z), fp32 A_log, dt_bias, D, as the kernel benchmark.
@@ -29,6 +31,9 @@ struct VerifyConfig {
   int L = 16;
   KernelConfig timing;  ///< timing, copy_gbps, seed and the progress hooks
 };
+
+/// The ring length the verify rows of T tokens run with: max(cfg.L, 4T).
+int verify_ring_length(const VerifyConfig& cfg, int T);
 
 /// Graphs run_verify times (for the progress bar).
 long verify_graph_count(const VerifyConfig& cfg);

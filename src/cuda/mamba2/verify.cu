@@ -148,6 +148,12 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
                           ": ring_x is bfloat16 but the inputs are ", dtype_name(in.x.dtype),
                           ", expected a float32 ring (a bfloat16 ring is only a lossless copy of "
                           "bfloat16 inputs)");
+  check<UnsupportedError>(d.headdim % 8 == 0, op, ": headdim = ", d.headdim,
+                          ", expected a multiple of 8 (16-byte staging of x and z)");
+  check_aligned(cache.ring_x, op, "ring_x");
+  check_aligned(cache.ring_B, op, "ring_B");
+  check_aligned(in.x, op, "x");
+  if (!in.z.empty()) check_aligned(in.z, op, "z");
   check_rows(rows, p.batch, cache.state.shape[0], p.Ty, op);
   if (p.batch == 0) return;
   p.R = static_cast<int32_t>(R);

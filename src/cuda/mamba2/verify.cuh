@@ -95,6 +95,133 @@ __device__ __forceinline__ float prefix_sum(float v, int lane) {
 
 }  // namespace verify_detail
 
+/// Eight consecutive elements of T loaded as raw 16-byte pieces (two for float32).
+struct Raw8 {
+  uint4 w[2];
+  template <class T>
+  __device__ __forceinline__ void load(const T* src) {
+    w[0] = *reinterpret_cast<const uint4*>(src);
+    if constexpr (sizeof(T) == 4) w[1] = *reinterpret_cast<const uint4*>(src + 4);
+  }
+  template <class T>
+  __device__ __forceinline__ void to(float* out) const {
+    if constexpr (sizeof(T) == 4) {
+      unpack16<float>(w[0], out);
+      unpack16<float>(w[1], out + 4);
+    } else {
+      unpack16<T>(w[0], out);
+    }
+  }
+};
+
+template <class T>
+__device__ __forceinline__ void store8(T* dst, const float* v) {
+  if constexpr (sizeof(T) == 4) {
+    store_vec<T, 4>(dst, v);
+    store_vec<T, 4>(dst + 4, v + 4);
+  } else {
+    store_vec<T, 8>(dst, v);
+  }
+}
+
+/// Phase 1 of verify_kernel for threads t = 0..nt-1: the window's B [m][N] and x [P][xs] (history
+/// from the ring, tokens from the inputs, which are also appended to the ring; B by the group's
+/// first head only), the tokens' C [K][N] (zero past T_b) and z [K][P], all by items of 8
+/// consecutive elements (16-byte loads; P and N multiples of 8). Every load of a round is issued
+/// before the first one is used: the staging costs about one memory latency per round.
+template <class TIn, class TRing, int N>
+__device__ __forceinline__ void stage_window(const StepParams& p, const VerifySmem& sm, float* smem,
+                                             int b, int hd, int g, int hist, int Tb, int origin,
+                                             bool owns_B, int t, int nt) {
+  constexpr int U = 4;  // items per thread in flight
+  const int R = p.R, P = p.P, Ty = p.Ty, m = hist + Tb;
+  const int slot = p.slot_ids[b];
+  const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;
+  TRing* const ringx = static_cast<TRing*>(p.ring_x) + sh * R * P;
+  TRing* const ringB = static_cast<TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
+  auto phys = [&](int l) {
+    const int q = origin + l;
+    return q >= R ? q - R : q;
+  };
+  const int nB = m * (N / 8), nX = m * (P / 8), nC = Tb * (N / 8), nZ = p.has_z ? Tb * (P / 8) : 0;
+  const int total = nB + nX + nC + nZ;
+  for (int i0 = 0; i0 < total; i0 += U * nt) {
+    Raw8 raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int i = i0 + u * nt + t;
+      if (i >= total) continue;
+      if (i < nB) {  // B of record l
+        const int l = i / (N / 8), n8 = (i % (N / 8)) * 8;
+        if (l < hist)
+          raw[u].load(ringB + static_cast<int64_t>(phys(l)) * N + n8);
+        else
+          raw[u].load(static_cast<const TIn*>(p.B) +
+                      ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.G + g) * N + n8);
+      } else if ((i -= nB) < nX) {  // x of record l, rows r8..r8+7
+        const int l = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        if (l < hist)
+          raw[u].load(ringx + static_cast<int64_t>(phys(l)) * P + r8);
+        else
+          raw[u].load(static_cast<const TIn*>(p.x) +
+                      ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd) * P + r8);
+      } else if ((i -= nX) < nC) {  // C of token s
+        const int s = i / (N / 8), n8 = (i % (N / 8)) * 8;
+        raw[u].load(static_cast<const TIn*>(p.C) +
+                    ((static_cast<int64_t>(b) * Ty + s) * p.G + g) * N + n8);
+      } else {  // z of token s
+        i -= nC;
+        const int s = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        raw[u].load(static_cast<const TIn*>(p.z) +
+                    ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + r8);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int i = i0 + u * nt + t;
+      if (i >= total) continue;
+      float v[8];
+      if (i < nB) {
+        const int l = i / (N / 8), n8 = (i % (N / 8)) * 8;
+        if (l < hist) {
+          raw[u].to<TRing>(v);
+        } else {
+          raw[u].to<TIn>(v);
+          if (owns_B) store8<TRing>(ringB + static_cast<int64_t>(phys(l)) * N + n8, v);
+        }
+        float* dst = smem + sm.B + l * N + n8;
+        *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+      } else if ((i -= nB) < nX) {
+        const int l = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        if (l < hist) {
+          raw[u].to<TRing>(v);
+        } else {
+          raw[u].to<TIn>(v);
+          store8<TRing>(ringx + static_cast<int64_t>(phys(l)) * P + r8, v);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) smem[sm.x + (r8 + e) * sm.xs + l] = v[e];
+      } else if ((i -= nX) < nC) {
+        const int s = i / (N / 8), n8 = (i % (N / 8)) * 8;
+        raw[u].to<TIn>(v);
+        float* dst = smem + sm.C + s * N + n8;
+        *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+      } else {
+        i -= nC;
+        const int s = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        raw[u].to<TIn>(v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) smem[sm.z + s * P + r8 + e] = v[e];
+      }
+    }
+  }
+  const int K = (sm.x - sm.C) / N;  // the padded token axis
+  for (int i = t; i < (K - Tb) * N; i += nt) smem[sm.C + Tb * N + i] = 0.0f;
+}
+
+
 template <class TIn, class TRing, int N, int K>
 __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams p) {
   using Lay = Layout<4, N>;  // fp32 checkpoint
@@ -158,11 +285,6 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     return q >= R ? q - R : q;
   };
   const float A = A_of(p.A_log[hd]);
-  const TIn* const xin = static_cast<const TIn*>(p.x);
-  const TIn* const Bin = static_cast<const TIn*>(p.B);
-  const TIn* const Cin = static_cast<const TIn*>(p.C);
-  TRing* const ringx = static_cast<TRing*>(p.ring_x) + sh * R * P;
-  TRing* const ringB = static_cast<TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
   const bool owns_B = hd % p.heads_per_group == 0;  // the group's first head appends B
 
   if (warp == 0) {  // deltas of records lane and lane + 32, appended for the tokens; prefix sums
@@ -185,52 +307,8 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
     if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
   } else {
-    const int t = tid - 32, nt = blockDim.x - 32;
-    // B of the window by logical record (16-byte pieces); the tokens' B appended to the ring.
-    constexpr int VB = 16 / static_cast<int>(sizeof(TRing));
-    for (int i = t; i < m * (N / 4); i += nt) {
-      const int l = i / (N / 4), n4 = (i % (N / 4)) * 4;
-      float v[4];
-      if (l < hist) {
-        const TRing* src = ringB + static_cast<int64_t>(phys(l)) * N + n4;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] = to_f32(src[e]);
-      } else {
-        const int64_t it = ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.G + g) * N + n4;
-        load_vec<TIn, 4>(Bin + it, v);
-        if (owns_B) {
-          TRing* dst = ringB + static_cast<int64_t>(phys(l)) * N + n4;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dst[e] = from_f32<TRing>(v[e]);
-        }
-      }
-      *reinterpret_cast<float4*>(sB + l * N + n4) = make_float4(v[0], v[1], v[2], v[3]);
-    }
-    static_assert(VB >= 4, "ring pieces");
-    for (int i = t; i < Tb * (N / 4); i += nt) {  // the tokens' C
-      const int s = i / (N / 4), n4 = (i % (N / 4)) * 4;
-      float v[4];
-      load_vec<TIn, 4>(Cin + ((static_cast<int64_t>(b) * Ty + s) * p.G + g) * N + n4, v);
-      *reinterpret_cast<float4*>(sC + s * N + n4) = make_float4(v[0], v[1], v[2], v[3]);
-    }
-    for (int i = t; i < (K - Tb) * N; i += nt) sC[Tb * N + i] = 0.0f;
-    // x of the window by (row, record), row fastest (coalesced); the tokens' x appended.
-    for (int i = t; i < m * P; i += nt) {
-      const int l = i / P, r = i % P;
-      float v;
-      if (l < hist) {
-        v = to_f32(ringx[static_cast<int64_t>(phys(l)) * P + r]);
-      } else {
-        v = to_f32(xin[((static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd) * P + r]);
-        ringx[static_cast<int64_t>(phys(l)) * P + r] = from_f32<TRing>(v);
-      }
-      sx[r * sm.xs + l] = v;
-    }
-    if (p.has_z)
-      for (int i = t; i < Tb * P; i += nt) {
-        const int s = i / P, r = i % P;
-        sz[s * P + r] = to_f32(static_cast<const TIn*>(p.z)[((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + r]);
-      }
+    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, hist, Tb, origin, owns_B, tid - 32,
+                                blockDim.x - 32);
   }
   __syncthreads();
 
