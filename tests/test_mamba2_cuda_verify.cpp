@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -359,6 +360,20 @@ TEST(Mamba2CudaVerify, RandomWalkBf16InputsF32RingNoGateNoD) {
   Case c;
   c.in = kBF16, c.ring = kF32, c.z = false, c.D = false, c.L = 6, c.T = 3, c.steps = 200;
   run_walk(c, test_seed(503));
+}
+
+// Row splits (blocks of part of a head, uneven last block) and small blocks, through the tuning
+// override of the launch plan.
+TEST(Mamba2CudaVerify, RandomWalkRowSplitsAndSmallBlocks) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (const char* plan : {"split=2,threads=64", "split=3,threads=128"}) {
+    SCOPED_TRACE(std::string("RSSM_MAMBA2_VERIFY_PLAN=") + plan);
+    setenv("RSSM_MAMBA2_VERIFY_PLAN", plan, 1);
+    Case c;
+    c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.L = 12, c.T = 5, c.steps = 150;
+    run_walk(c, test_seed(508));
+    unsetenv("RSSM_MAMBA2_VERIFY_PLAN");
+  }
 }
 
 TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {

@@ -9,6 +9,7 @@
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/plan_env.h"
 #include "cuda/common/rows.h"
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda/mamba2/snapshot.cuh"
@@ -99,12 +100,33 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
   return p;
 }
 
+/// A verify launch: headdim rows per block (a multiple of 8) and threads per block.
+struct VerifyPlan {
+  int rows_per_block = 0, threads = 0;
+};
+
+/// Whole heads in 256-thread blocks; tuning runs may override: RSSM_MAMBA2_VERIFY_PLAN=
+/// "split=2,threads=128" (split = blocks per head, rows rounded up to whole 8-row items).
+VerifyPlan plan_verify(int64_t P, const char* op) {
+  VerifyPlan v{static_cast<int>(P), kVerifyMaxThreads};
+  for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
+    if (key == "split" && val > 0) v.rows_per_block = static_cast<int>((P + val - 1) / val + 7) / 8 * 8;
+    if (key == "threads") v.threads = val;
+  });
+  check<ConfigError>(v.threads >= 64 && v.threads <= kVerifyMaxThreads && v.threads % 32 == 0, op,
+                     ": verify plan threads = ", v.threads, ", expected a multiple of 32 in 64..",
+                     kVerifyMaxThreads);
+  v.rows_per_block = std::min<int>(v.rows_per_block, static_cast<int>(P));
+  return v;
+}
+
 template <class TIn, class TRing>
-void launch_verify(const StepParams& p, int64_t N, int K, size_t smem, cudaStream_t s) {
+void launch_verify(const StepParams& p, int64_t N, int K, int threads, size_t smem,
+                   cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
     launch(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
-           dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.batch)), kVerifyThreads,
+           dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)), threads,
            smem, s, p, op);
   });
 }
@@ -164,17 +186,20 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
   const int K = padded_T(p.Ty);
-  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), p.P, K);
+  const VerifyPlan plan = plan_verify(d.headdim, op);
+  p.rows_per_block = plan.rows_per_block;
+  p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
+  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block, K);
   const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
   check<UnsupportedError>(smem <= kMaxSmem, op, ": headdim ", d.headdim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", kMaxSmem);
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
-    launch_verify<float, float>(p, d.d_state, K, smem, s);
+    launch_verify<float, float>(p, d.d_state, K, plan.threads, smem, s);
   else if (ring == kBF16)
-    launch_verify<bf16, bf16>(p, d.d_state, K, smem, s);
+    launch_verify<bf16, bf16>(p, d.d_state, K, plan.threads, smem, s);
   else
-    launch_verify<bf16, float>(p, d.d_state, K, smem, s);
+    launch_verify<bf16, float>(p, d.d_state, K, plan.threads, smem, s);
 }
 
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,

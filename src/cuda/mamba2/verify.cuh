@@ -31,18 +31,20 @@
 
 namespace replayssm::cuda::mamba2 {
 
-constexpr int kVerifyThreads = 256;
+constexpr int kVerifyMaxThreads = 256;
 
 /// Shared memory of the verify kernel in floats (every part 16-byte aligned): the checkpoint tile
 /// [P][N], the window's B [R][N] by logical record, the tokens' C [K][N], x [P][xs] by (row,
 /// logical record), the tokens' z [K][P], record weights x B·C [R][K], prefix sums and deltas
 /// [R] each, decays [K], flush weights [R] and the flush decay.
 struct VerifySmem {
-  int xs = 0;
+  int xs = 0, zs = 0;  ///< row strides of x and z
   int B = 0, C = 0, x = 0, z = 0, coef = 0, cum = 0, delta = 0, decay = 0, wf = 0, total = 0;
+  /// P: the block's headdim rows (rows_per_block).
   __host__ __device__ VerifySmem(int R, int N, int P, int K) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     xs = R + 1;  // odd: the staging writes (record-major) fall on distinct banks
+    zs = P;
     B = P * N;
     C = B + R * N;
     x = C + K * N;
@@ -131,8 +133,8 @@ __device__ __forceinline__ void store8(T* dst, const float* v) {
 /// before the first one is used: the staging costs about one memory latency per round.
 template <class TIn, class TRing, int N>
 __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySmem& sm, float* smem,
-                                             int b, int hd, int g, int hist, int Tb, int origin,
-                                             bool owns_B, int t, int nt) {
+                                             int b, int hd, int g, int p0, int nrows, int hist,
+                                             int Tb, int origin, bool owns_B, int t, int nt) {
   constexpr int U = 4;  // items per thread in flight
   const int R = p.R, P = p.P, Ty = p.Ty, m = hist + Tb;
   const int slot = p.slot_ids[b];
@@ -143,7 +145,8 @@ __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySm
     const int q = origin + l;
     return q >= R ? q - R : q;
   };
-  const int nB = m * (N / 8), nX = m * (P / 8), nC = Tb * (N / 8), nZ = p.has_z ? Tb * (P / 8) : 0;
+  const int nr8 = nrows / 8;  // x and z items per record / token
+  const int nB = m * (N / 8), nX = m * nr8, nC = Tb * (N / 8), nZ = p.has_z ? Tb * nr8 : 0;
   const int total = nB + nX + nC + nZ;
   for (int i0 = 0; i0 < total; i0 += U * nt) {
     Raw8 raw[U];
@@ -158,22 +161,22 @@ __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySm
         else
           raw[u].load(static_cast<const TIn*>(p.B) +
                       ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.G + g) * N + n8);
-      } else if ((i -= nB) < nX) {  // x of record l, rows r8..r8+7
-        const int l = i / (P / 8), r8 = (i % (P / 8)) * 8;
+      } else if ((i -= nB) < nX) {  // x of record l, block rows r8..r8+7
+        const int l = i / nr8, r8 = (i % nr8) * 8;
         if (l < hist)
-          raw[u].load(ringx + static_cast<int64_t>(phys(l)) * P + r8);
+          raw[u].load(ringx + static_cast<int64_t>(phys(l)) * P + p0 + r8);
         else
           raw[u].load(static_cast<const TIn*>(p.x) +
-                      ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd) * P + r8);
+                      ((static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd) * P + p0 + r8);
       } else if ((i -= nX) < nC) {  // C of token s
         const int s = i / (N / 8), n8 = (i % (N / 8)) * 8;
         raw[u].load(static_cast<const TIn*>(p.C) +
                     ((static_cast<int64_t>(b) * Ty + s) * p.G + g) * N + n8);
       } else {  // z of token s
         i -= nC;
-        const int s = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        const int s = i / nr8, r8 = (i % nr8) * 8;
         raw[u].load(static_cast<const TIn*>(p.z) +
-                    ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + r8);
+                    ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + p0 + r8);
       }
     }
 #pragma unroll
@@ -193,12 +196,12 @@ __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySm
         *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
         *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
       } else if ((i -= nB) < nX) {
-        const int l = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        const int l = i / nr8, r8 = (i % nr8) * 8;
         if (l < hist) {
           raw[u].to<TRing>(v);
         } else {
           raw[u].to<TIn>(v);
-          store8<TRing>(ringx + static_cast<int64_t>(phys(l)) * P + r8, v);
+          store8<TRing>(ringx + static_cast<int64_t>(phys(l)) * P + p0 + r8, v);
         }
 #pragma unroll
         for (int e = 0; e < 8; ++e) smem[sm.x + (r8 + e) * sm.xs + l] = v[e];
@@ -210,10 +213,10 @@ __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySm
         *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
       } else {
         i -= nC;
-        const int s = i / (P / 8), r8 = (i % (P / 8)) * 8;
+        const int s = i / nr8, r8 = (i % nr8) * 8;
         raw[u].to<TIn>(v);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) smem[sm.z + s * P + r8 + e] = v[e];
+        for (int e = 0; e < 8; ++e) smem[sm.z + s * sm.zs + r8 + e] = v[e];
       }
     }
   }
@@ -223,7 +226,7 @@ __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySm
 
 
 template <class TIn, class TRing, int N, int K>
-__global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepParams p) {
   using Lay = Layout<4, N>;  // fp32 checkpoint
   using namespace verify_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
@@ -234,7 +237,7 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, P = p.P;
-  const VerifySmem sm(R, N, P, K);
+  const VerifySmem sm(R, N, p.rows_per_block, K);
   float* const tile = smem;             // [P][N] checkpoint rows
   float* const sB = smem + sm.B;        // [R][N] window B by logical record
   float* const sC = smem + sm.C;        // [K][N] tokens' C
@@ -246,27 +249,29 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   float* const sdecay = smem + sm.decay;  // [K] exp(A P_{h+s}); [K] the flush decay
   float* const swf = smem + sm.wf;        // [R] flush weights
 
-  const int hd = blockIdx.x, b = blockIdx.y;
+  const int split = blockIdx.x % p.nsplit, hd = blockIdx.x / p.nsplit, b = blockIdx.y;
   const int g = hd / p.heads_per_group;
+  const int p0 = split * p.rows_per_block;         // the block's headdim rows p0 .. p0 + nrows
+  const int nrows = min(p.rows_per_block, P - p0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int lr = lane % LPR;
   const int Ty = p.Ty;
   TIn* const y = static_cast<TIn*>(p.y);
-  auto y_at = [&](int s, int r) {  // y [batch, Ty, H, P]
-    return ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + r;
+  auto y_at = [&](int s, int r) {  // y [batch, Ty, H, P], block row r
+    return ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + p0 + r;
   };
 
   const int slot = p.slot_ids[b];
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
-    for (int i = tid; i < Ty * P; i += blockDim.x) y[y_at(i / P, i % P)] = from_f32<TIn>(0.0f);
+    for (int i = tid; i < Ty * nrows; i += blockDim.x) y[y_at(i / nrows, i % nrows)] = from_f32<TIn>(0.0f);
     return;
   }
   const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;  // (slot, head)
-  float* const S0 = static_cast<float*>(p.state) + sh * P * N;
+  float* const S0 = static_cast<float*>(p.state) + (sh * P + p0) * N;
 
   // ---- phase 1: checkpoint copies, then the cursor and the window.
   const int row0 = warp * RPW + lane / LPR, rstep = nwarps * RPW;  // this thread's rows
-  for (int r = row0; r < P; r += rstep)
+  for (int r = row0; r < nrows; r += rstep)
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
       cp_async16(tile + r * N + Lay::col(c, lr), S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr));
@@ -285,7 +290,8 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     return q >= R ? q - R : q;
   };
   const float A = A_of(p.A_log[hd]);
-  const bool owns_B = hd % p.heads_per_group == 0;  // the group's first head appends B
+  // The group's first head appends B, the first split of a head its deltas.
+  const bool owns_B = hd % p.heads_per_group == 0 && split == 0;
 
   if (warp == 0) {  // deltas of records lane and lane + 32, appended for the tokens; prefix sums
     float* const rdt = p.ring_dt + sh * R;
@@ -299,7 +305,7 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
       } else if (l < m) {
         const int64_t it = (static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd;
         d[u] = delta_of(load_dt<TIn>(p, it), p.dt_bias[hd], p.softplus);
-        rdt[phys(l)] = d[u];
+        if (split == 0) rdt[phys(l)] = d[u];
       }
     }
     const float c0 = prefix_sum(d[0], lane);
@@ -307,8 +313,8 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
     if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
   } else {
-    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, hist, Tb, origin, owns_B, tid - 32,
-                                blockDim.x - 32);
+    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, p0, nrows, hist, Tb, origin, owns_B,
+                                tid - 32, blockDim.x - 32);
   }
   __syncthreads();
 
@@ -373,61 +379,95 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 #pragma unroll
   for (int s = 0; s < K; ++s) dec[s] = sdecay[s];
   const float Dh = p.has_D ? p.D[hd] : 0.0f;
-  const int nrounds = (P + rstep - 1) / rstep;
+  // Two rows at a time: their loads, dots and butterflies are independent (latency hidden).
+  constexpr int RI = 2;
+  const int nrounds = (nrows + RI * rstep - 1) / (RI * rstep);  // uniform: shuffles
   for (int k = 0; k < nrounds; ++k) {
-    const int r = row0 + k * rstep;
-    const bool valid = r < P;
-    float s0[COLS];
+    int r[RI];
+    bool valid[RI];
+    float s0[RI][COLS], part[RI][K];
 #pragma unroll
-    for (int c = 0; c < CPL; ++c)
+    for (int i = 0; i < RI; ++i) {
+      r[i] = row0 + (k * RI + i) * rstep;
+      valid[i] = r[i] < nrows;
 #pragma unroll
-      for (int e = 0; e < VEC; e += 4) {
-        const float4 t4 = valid ? *reinterpret_cast<const float4*>(tile + r * N + Lay::col(c, lr) + e)
-                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        s0[c * VEC + e] = t4.x, s0[c * VEC + e + 1] = t4.y;
-        s0[c * VEC + e + 2] = t4.z, s0[c * VEC + e + 3] = t4.w;
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int e = 0; e < VEC; e += 4) {
+          const float4 t4 = valid[i] ? *reinterpret_cast<const float4*>(tile + r[i] * N + Lay::col(c, lr) + e)
+                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          s0[i][c * VEC + e] = t4.x, s0[i][c * VEC + e + 1] = t4.y;
+          s0[i][c * VEC + e + 2] = t4.z, s0[i][c * VEC + e + 3] = t4.w;
+        }
+#pragma unroll
+      for (int s = 0; s < K; ++s) {
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[i][e], cv[s][e], d);
+        part[i][s] = __fmul_rn(dec[s], d);
       }
-    float part[K];
-#pragma unroll
-    for (int s = 0; s < K; ++s) {
-      float d = 0.0f;
-#pragma unroll
-      for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[e], cv[s][e], d);
-      part[s] = __fmul_rn(dec[s], d);
     }
-    if (valid)
-      for (int l = lr; l < m; l += LPR) {
-        const float xl = sx[r * sm.xs + l];
+    for (int l = lr; l < m; l += LPR) {
+      const float4* cq = reinterpret_cast<const float4*>(scoef + l * K);
+      float cl[K];
 #pragma unroll
-        for (int s = 0; s < K; ++s) part[s] = __fmaf_rn(scoef[l * K + s], xl, part[s]);
+      for (int s = 0; s < K; s += 4) {
+        if constexpr (K >= 4) {
+          const float4 c4 = cq[s / 4];
+          cl[s] = c4.x, cl[s + 1] = c4.y, cl[s + 2] = c4.z, cl[s + 3] = c4.w;
+        } else {
+#pragma unroll
+          for (int q = 0; q < K; ++q) cl[q] = scoef[l * K + q];
+        }
       }
-    const float sum = transposed_sum<K, LPR>(part, lr);
-    if (valid && col_writer && col < Ty) {
-      float out = 0.0f;
-      if (col < Tb)
-        out = output_of(sum, Dh, p.has_D, sx[r * sm.xs + hist + col], p.has_z,
-                        p.has_z ? sz[col * P + r] : 0.0f);
-      y[y_at(col, r)] = from_f32<TIn>(out);
+#pragma unroll
+      for (int i = 0; i < RI; ++i) {
+        const float xl = valid[i] ? sx[r[i] * sm.xs + l] : 0.0f;
+#pragma unroll
+        for (int s = 0; s < K; ++s) part[i][s] = __fmaf_rn(cl[s], xl, part[i][s]);
+      }
     }
-    if (flush && hist > 0 && valid) {  // fold the committed history into the row, store it
+    float sum[RI];
+#pragma unroll
+    for (int i = 0; i < RI; ++i) sum[i] = transposed_sum<K, LPR>(part[i], lr);
+#pragma unroll
+    for (int i = 0; i < RI; ++i)
+      if (valid[i] && col_writer && col < Ty) {
+        float out = 0.0f;
+        if (col < Tb)
+          out = output_of(sum[i], Dh, p.has_D, sx[r[i] * sm.xs + hist + col], p.has_z,
+                          p.has_z ? sz[col * sm.zs + r[i]] : 0.0f);
+        y[y_at(col, r[i])] = from_f32<TIn>(out);
+      }
+    if (flush && hist > 0) {  // fold the committed history into the rows, store them
       const float af = sdecay[K];
 #pragma unroll
-      for (int e = 0; e < COLS; ++e) s0[e] = __fmul_rn(af, s0[e]);
+      for (int i = 0; i < RI; ++i)
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) s0[i][e] = __fmul_rn(af, s0[i][e]);
       for (int l = 0; l < hist; ++l) {
-        const float cx = __fmul_rn(swf[l], sx[r * sm.xs + l]);
+        float cx[RI];
+#pragma unroll
+        for (int i = 0; i < RI; ++i) cx[i] = valid[i] ? __fmul_rn(swf[l], sx[r[i] * sm.xs + l]) : 0.0f;
 #pragma unroll
         for (int c = 0; c < CPL; ++c)
 #pragma unroll
           for (int e = 0; e < VEC; e += 4) {
             const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(c, lr) + e);
-            float* sv = &s0[c * VEC + e];
-            sv[0] = __fmaf_rn(cx, b4.x, sv[0]), sv[1] = __fmaf_rn(cx, b4.y, sv[1]);
-            sv[2] = __fmaf_rn(cx, b4.z, sv[2]), sv[3] = __fmaf_rn(cx, b4.w, sv[3]);
+#pragma unroll
+            for (int i = 0; i < RI; ++i) {
+              float* sv = &s0[i][c * VEC + e];
+              sv[0] = __fmaf_rn(cx[i], b4.x, sv[0]), sv[1] = __fmaf_rn(cx[i], b4.y, sv[1]);
+              sv[2] = __fmaf_rn(cx[i], b4.z, sv[2]), sv[3] = __fmaf_rn(cx[i], b4.w, sv[3]);
+            }
           }
       }
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
-        store16_stream(S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s0[c * VEC]);
+      for (int i = 0; i < RI; ++i)
+        if (valid[i])
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+            store16_stream(S0 + static_cast<int64_t>(r[i]) * N + Lay::col(c, lr), &s0[i][c * VEC]);
     }
   }
 }
