@@ -376,17 +376,9 @@ TEST(GdnCudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     c.ring_g = make_view(host.data(), kF32, {8, 4, 4, 64});
     EXPECT_THROW(gdn::replay_step(layer.layer, c, cur, st.tokens(), rows, st.y.view()), Error);
   }
-  {  // verify is not built on CUDA yet (after its arguments validate)
-    const RingConfig spec{4, 1, RingMode::kSpeculative};
-    RingCursors sc = cur;
-    sc.config = spec;
+  {  // verify needs a speculative-mode ring
     gdn::Cache c = cache;
-    try {
-      gdn::verify(layer.layer, c, sc, st.tokens(), rows, st.y.view());
-      ADD_FAILURE() << "verify accepted CUDA tensors";
-    } catch (const UnsupportedError& e) {
-      EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
-    }
+    EXPECT_THROW(gdn::verify(layer.layer, c, cur, st.tokens(), rows, st.y.view()), ConfigError);
   }
   unchanged("after the rejected calls");
   EXPECT_TRUE(pool.guards_intact() && st.guards_intact());

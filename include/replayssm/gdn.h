@@ -54,8 +54,8 @@ struct Tokens {
 /// records (u, k^, g) since the checkpoint. u is kept in float32 so long runs do not drift
 /// (method.md §5.1). k^ is written once per key head (by its first value head) and shared by the
 /// key head's value heads. R = cursors.config.rows(). CPU backend: all float32. CUDA backend
-/// (conventional_step, replay_step, reset_slots; verify not built yet): state float32, float16 or
-/// bfloat16 (float32 arithmetic, rounded to nearest even when stored), rings float32, q/k/v/a/b
+/// (conventional_step, replay_step, verify, reset_slots): state float32, float16 or bfloat16
+/// (float32 arithmetic, rounded to nearest even when stored; verify: float32), rings float32, q/k/v/a/b
 /// float32 or bfloat16; K 64 or 128, L <= 64; state, q, k, rings (KDA: a, dt_bias) 16-byte aligned.
 ///
 /// State modes (precision.h; CPU backend only, the CUDA backend runs fp32/fp32 and rejects the

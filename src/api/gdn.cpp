@@ -1,6 +1,6 @@
 // Public GDN/KDA entry points: validate every argument (nothing is touched before all checks
 // pass), then dispatch on the device: CPU -> src/cpu/gdn_*; CUDA -> src/cuda/gdn (conventional
-// step, replay step, reset; verify not built yet), which checks the device-resident rows itself.
+// step, replay step, verify, reset), which checks the device-resident rows itself.
 #include "replayssm/gdn.h"
 
 #include <string>
@@ -55,10 +55,10 @@ void check_dims(const Dims& d, const char* op) {
 
 /// Whether the CUDA backend of op is built.
 bool cuda_built(Op op) {
-#ifdef RSSM_WITH_CUDA
-  return op != Op::kVerify;
-#else
   (void)op;
+#ifdef RSSM_WITH_CUDA
+  return true;
+#else
   return false;
 #endif
 }
@@ -206,7 +206,12 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y) {
-  cpu::verify(prepare(Op::kVerify, layer, cache, &cursors, in, rows, y));
+  bool on_cuda = false;
+  const cpu::Call c = prepare(Op::kVerify, layer, cache, &cursors, in, rows, y, &on_cuda);
+#ifdef RSSM_WITH_CUDA
+  if (on_cuda) return cuda::gdn::verify(layer, cache, cursors, c.in, rows, c.y);
+#endif
+  cpu::verify(c);
 }
 
 void reset_slots(Cache& cache, const Rows& rows) {

@@ -14,7 +14,7 @@
 // read or written). With Rows::check_device_ids (and the stream not capturing) the ids are copied
 // to the host and checked first (SlotError). Cursor values are not copied: the kernels clamp them
 // into the ring (origin mod R, 0 <= h <= R - 1), so a corrupt cursor gives wrong values for its
-// own slot but never touches memory outside it. verify is not built on CUDA yet.
+// own slot but never touches memory outside it.
 #pragma once
 #include <cstdint>
 
@@ -75,6 +75,14 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 /// flush or the ordinary step, so one launch (and one CUDA graph) serves every mix of rows.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y, const Plan& plan = {});
+
+/// gdn::verify on CUDA tensors (verify.cuh), after the public API's checks: q, k, v, a, b, y with
+/// the token axis ([batch, T, ...]); fp32 checkpoint; K 64 or 128, V a multiple of 4, L <= 64,
+/// T <= cursors.config.T <= 8. One launch per step for every mix of rows (flush or not, any T_b,
+/// pad rows): cursors, counts and slot ids are read on the device, so one CUDA graph serves
+/// every step.
+void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+            const Rows& rows, TensorView y);
 
 /// gdn::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
 void reset_slots(Cache& cache, const Rows& rows);

@@ -31,6 +31,9 @@ struct StepParams {
   const int32_t* origin = nullptr;
   const int32_t* hist = nullptr;
   const int8_t* is_flush = nullptr;
+  // verify: the token axis of q, k, v, a, b and y, and tokens per row
+  int32_t Ty = 1;
+  const int32_t* num_tokens = nullptr;  ///< [batch] 1..Ty, or none (every row feeds Ty)
   // flags
   bool beta_bf16 = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)

@@ -1,0 +1,121 @@
+// Host side of gdn::verify on CUDA (verify.cuh). The public API (src/api/gdn.cpp) has checked
+// shapes, dtypes, the ring and the cursors' layout before this is reached; here the CUDA limits
+// and the device-resident rows are checked.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda/common/check.cuh"
+#include "cuda/common/dtypes.cuh"
+#include "cuda/common/rows.h"
+#include "cuda/gdn/gdn_cuda.h"
+#include "cuda/gdn/verify.cuh"
+#include "replayssm/errors.h"
+
+namespace replayssm::cuda::gdn {
+namespace {
+
+constexpr int64_t kMaxRing = 64;
+constexpr int64_t kMaxBatch = 65535;
+constexpr size_t kMaxSmem = 227 * 1024;
+
+void check_aligned(const TensorView& t, const char* op, const char* name) {
+  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
+                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
+                          "(vector loads)");
+}
+
+template <class TIn, int K, bool KDA>
+void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+  auto go = [&](auto kernel) {
+    if (smem > 48 * 1024)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)),
+                 (std::string(op) + ": raising the shared-memory limit").c_str());
+    kernel<<<dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)), kVerifyThreads,
+             smem, s>>>(p);
+  };
+  switch (KT) {
+    case 1: go(verify_kernel<TIn, K, 1, KDA>); break;
+    case 2: go(verify_kernel<TIn, K, 2, KDA>); break;
+    case 4: go(verify_kernel<TIn, K, 4, KDA>); break;
+    default: go(verify_kernel<TIn, K, 8, KDA>); break;
+  }
+  check_launch((std::string(op) + " launch").c_str());
+}
+
+template <class TIn>
+void launch_in(const StepParams& p, int64_t K, bool kda, int KT, size_t smem, cudaStream_t s,
+               const char* op) {
+  if (K == 64)
+    return kda ? launch_K<TIn, 64, true>(p, KT, smem, s, op) : launch_K<TIn, 64, false>(p, KT, smem, s, op);
+  return kda ? launch_K<TIn, 128, true>(p, KT, smem, s, op) : launch_K<TIn, 128, false>(p, KT, smem, s, op);
+}
+
+}  // namespace
+
+void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
+            const Rows& rows, TensorView y) {
+  const char* op = "gdn.verify (cuda)";
+  const Dims& d = layer.dims;
+  const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  check<UnsupportedError>(d.head_k_dim == 64 || d.head_k_dim == 128, op, ": head_k_dim K = ",
+                          d.head_k_dim, ", expected 64 or 128 (the K values compiled for CUDA)");
+  check<UnsupportedError>(d.head_v_dim % 4 == 0, op, ": head_v_dim V = ", d.head_v_dim,
+                          ", expected a multiple of 4 (16-byte staging of u and v)");
+  check<UnsupportedError>(cache.state.dtype == DType::kF32, op, ": state dtype ",
+                          dtype_name(cache.state.dtype),
+                          ", expected float32 (speculative steps keep an fp32 state)");
+  const int64_t R = cursors.config.rows();
+  check<UnsupportedError>(R <= kMaxRing, op, ": ring length L = ", R, ", expected L <= ",
+                          kMaxRing, " on CUDA");
+  const int64_t batch = in.q.shape[0];
+  check<UnsupportedError>(batch <= kMaxBatch, op, ": batch ", batch, ", expected <= ", kMaxBatch);
+  check_aligned(cache.state, op, "state");
+  check_aligned(cache.ring_u, op, "ring_u");
+  check_aligned(cache.ring_k, op, "ring_k");
+  check_aligned(cache.ring_g, op, "ring_g");
+  check_aligned(in.v, op, "v");
+  check_rows(rows, batch, cache.state.shape[0], in.q.shape[1], op);
+  if (batch == 0) return;
+
+  StepParams p;
+  p.H = static_cast<int32_t>(d.num_k_heads);
+  p.HV = static_cast<int32_t>(d.num_v_heads);
+  p.K = static_cast<int32_t>(d.head_k_dim);
+  p.V = static_cast<int32_t>(d.head_v_dim);
+  p.group = p.HV / p.H;
+  p.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
+  p.batch = static_cast<int32_t>(batch);
+  p.R = static_cast<int32_t>(R);
+  p.Ty = static_cast<int32_t>(in.q.shape[1]);
+  p.q = in.q.data, p.k = in.k.data, p.v = in.v.data, p.a = in.a.data, p.b = in.b.data;
+  p.A_log = layer.A_log.ptr<float>();
+  p.dt_bias = layer.dt_bias.ptr<float>();
+  p.scale = layer.scale != 0.0f ? layer.scale : 1.0f / std::sqrt(static_cast<float>(d.head_k_dim));
+  p.state = cache.state.data;
+  p.y = y.data;
+  p.slot_ids = rows.slot_ids.ptr<int32_t>();
+  p.num_tokens = rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>();
+  p.ring_u = cache.ring_u.ptr<float>();
+  p.ring_k = cache.ring_k.ptr<float>();
+  p.ring_g = cache.ring_g.ptr<float>();
+  p.origin = cursors.origin.ptr<int32_t>();
+  p.hist = cursors.h.ptr<int32_t>();
+  p.is_flush = cursors.is_flush.ptr<int8_t>();
+  p.beta_bf16 = layer.beta_bf16;
+
+  const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
+  const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
+  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  check<UnsupportedError>(smem <= kMaxSmem, op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  const auto s = static_cast<cudaStream_t>(rows.stream);
+  if (in.q.dtype == DType::kF32)
+    launch_in<float>(p, d.head_k_dim, kda, KT, smem, s, op);
+  else
+    launch_in<bf16>(p, d.head_k_dim, kda, KT, smem, s, op);
+}
+
+}  // namespace replayssm::cuda::gdn
