@@ -49,7 +49,7 @@ struct VerifySmem {
     u = vec + 2 * KT * K;
     v = u + up4(V * us);
     coef = v + up4(KT * V);
-    beta = coef + R * 2 * KT;
+    beta = coef + up4(R * 2 * KT);
     fd = beta + up4(KT);
     total = fd + K;
   }
