@@ -229,7 +229,8 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
 }
 
 struct VerifyArgs {
-  std::vector<std::string> shapes = {"nano-4b", "super-120b"};
+  std::vector<std::string> shapes = {"nano-4b", "super-120b", "qwen3.5-4b", "qwen3.5-122b",
+                                     "kimi-linear"};
   std::vector<int64_t> batches = {64, 128, 256, 512};
   std::vector<int> Ts = {2, 4, 6, 8};
   int L = 16;
@@ -264,7 +265,7 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
                                                 2, a.quick ? 5 : 10);
   cfg.timing.copy_gbps = copy.best_gbps();
   const bool tty = isatty(fileno(stderr)) != 0;
-  cli::Progress progress("mamba2 verify", verify_graph_count(cfg));
+  cli::Progress progress("verify", verify_graph_count(cfg));
   cfg.timing.on_graph = [&] { progress.tick(); };
   std::vector<std::string> lines;
   cfg.timing.on_point = [&](const std::string& line) {
@@ -285,7 +286,7 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
         {"snapshot", "snapshot_verify (one fp32 snapshot per token) + snapshot_select, per step"},
         {"bytes", "replay: checkpoint (plus the flush write fraction), mean history and T records "
                   "and token io; snapshot: state + T snapshots + T token io"},
-        {"inputs", "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots"}};
+        {"inputs", {{"mamba2", inputs_of("mamba2")}, {"gdn", inputs_of("gdn")}}}};
     j["args"] = {{"shapes", cfg.shapes}, {"batch", cfg.batches}, {"T", cfg.Ts},
                  {"L", cfg.L},           {"quick", a.quick},     {"seed", a.seed}};
     j["seconds"] = secs;
@@ -335,10 +336,11 @@ int main(int argc, char** argv) {
   k->add_flag("--quick", a.quick, "smoke run: batches 1,64,256, L sweep 4,32 at 64, 10 replays");
   VerifyArgs v;
   CLI::App* vc = app.add_subcommand(
-      "verify", "Mamba-2 speculative verify vs one decode step and the snapshot baseline");
-  vc->add_option("--shapes", v.shapes, "model shapes")
+      "verify", "speculative verify vs one decode step and the snapshot baseline");
+  vc->add_option("--shapes", v.shapes, "model shapes (Mamba-2, GDN, KDA)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"nano-4b", "super-120b"}));
+      ->check(CLI::IsMember({"nano-4b", "super-120b", "qwen3.5-4b", "qwen3.5-122b",
+                             "kimi-linear"}));
   vc->add_option("--batch", v.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
   vc->add_option("--T", v.Ts, "tokens per verify step")->delimiter(',')->check(CLI::Range(1, 8));
   vc->add_option("--L", v.L, "ring length of the decode step; T tokens verify with max(L, 4T)")

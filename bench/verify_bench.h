@@ -12,7 +12,7 @@
 //                step a flush at L = 2T, so T = 8 takes a 32-record ring;
 //   snapshot     snapshot_verify (T conventional updates, one fp32 state snapshot per token) +
 //                snapshot_select; us per step.
-// Inputs bf16 (x, dt, B, C, y; no z), fp32 A_log, dt_bias, D, as the kernel benchmark.
+// Inputs and parameters as the kernel benchmark (bf16 tokens; spec_pools.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,7 +25,7 @@
 namespace replayssm::bench {
 
 struct VerifyConfig {
-  std::vector<std::string> shapes;  ///< Mamba-2 shapes (mamba2_shapes())
+  std::vector<std::string> shapes;  ///< Mamba-2 (mamba2_shapes()) or GDN/KDA (gdn_shapes()) shapes
   std::vector<int64_t> batches = {64, 128, 256, 512};
   std::vector<int> Ts = {2, 4, 6, 8};
   int L = 16;

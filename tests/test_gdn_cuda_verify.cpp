@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/common/snapshot_select.h"
 #include "test_gdn_cuda_util.h"
 
 namespace replayssm::testing::gdn_cuda {
@@ -302,6 +303,64 @@ TEST(GdnCudaVerify, CapturedGraphEqualsEagerAndBadCountsAreRejected) {
   RingCursors cursors = eager.cursors();
   EXPECT_THROW(replayssm::commit(cursors, dev.rows(-1, true), dev.acc.view()), SlotError);
   EXPECT_EQ(eager.snapshot(), before);
+}
+
+// The peers' baseline: T_b sequential conventional steps, one state snapshot per token, against
+// the oracle's conventional steps; the rollback picks the last accepted token's snapshot.
+TEST(GdnCudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (Gate gate : {Gate::kScalar, Gate::kChannel}) {
+    GpuCfg c = make_setup(kOdd, gate, kBF16, kF32, 8, 1);
+    SCOPED_TRACE(c.describe());
+    Rng rng(test_seed(606));
+    const DevLayer layer(c, rng);
+    const gdnt::Tolerance tol;
+    const int64_t T = 4, batch = 3, slots = 1 + batch * (T + 1), n = c.shape.HV * c.shape.V * c.shape.K;
+    DeviceBuffer states(kF32, {slots, c.shape.HV, c.shape.V, c.shape.K}, 191);
+    Vec st(states.numel());
+    for (double& e : st) e = rng.normal(0, 0.5);
+    states.set_values(st);
+    DevTokensT dev(c, batch, T);
+    DeviceBuffer dst(DType::kI32, {batch, T}, 192), next(DType::kI32, {batch}, 193);
+    const std::vector<int32_t> ids = {3, -1, 0}, fed = {4, 2, 2};
+    Vec vdst(batch * T);
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t t = 0; t < T; ++t) vdst[r * T + t] = static_cast<double>(4 + r * T + t);
+    dst.set_values(vdst);
+    std::vector<std::vector<ref::GdnToken>> toks(batch);
+    for (int64_t r = 0; r < batch; ++r)
+      if (ids[r] >= 0)
+        for (int t = 0; t < fed[r]; ++t) toks[r].push_back(gdnt::random_token(rng, c));
+    dev.put(toks, ids, fed);
+    dev.y.poison();
+    cg::snapshot_verify(layer.layer, states.view(), dev.tokens(), dev.rows(-1, true), dst.view(),
+                        dev.y.view());
+    const Vec y = dev.y.values(), after = states.values();
+    const int64_t hvv = c.shape.HV * c.shape.V;
+    for (int64_t r = 0; r < batch; ++r) {
+      if (ids[r] < 0) {
+        for (int64_t i = 0; i < T * hvv; ++i) ASSERT_EQ(y[r * T * hvv + i], 0.0);
+        continue;
+      }
+      Vec S = slice(st, ids[r] * n, n);
+      for (int64_t t = 0; t < T; ++t) {
+        if (t >= fed[r]) {
+          for (int64_t i = 0; i < hvv; ++i) ASSERT_EQ(y[(r * T + t) * hvv + i], 0.0);
+          continue;
+        }
+        const Vec want = ref::gdn_conventional_step(layer.ref, S, toks[r][t]);
+        EXPECT_LE(gdnt::head_err(slice(y, (r * T + t) * hvv, hvv), want, c.shape.HV),
+                  tol.y + gdnt::kBf16Out) << "row " << r << " token " << t;
+        EXPECT_LE(gdnt::head_err(slice(after, static_cast<int64_t>(vdst[r * T + t]) * n, n), S, c.shape.HV),
+                  tol.state) << "snapshot of row " << r << " token " << t;
+      }
+    }
+    EXPECT_EQ(slice(after, 0, n), slice(st, 0, n)) << "the source state was written";
+    dev.acc.set_values({3, 0, 1});
+    cuda::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view());
+    EXPECT_EQ(next.values(), (Vec{vdst[2], -1, vdst[2 * T]}));
+    ASSERT_TRUE(states.guards_intact() && dev.y.guards_intact());
+  }
 }
 
 }  // namespace

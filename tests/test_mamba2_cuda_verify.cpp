@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/common/snapshot_select.h"
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda_test_util.h"
 #include "replayssm/errors.h"
@@ -564,14 +565,14 @@ TEST(Mamba2CudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
       // Rollback: the next step reads the snapshot of the last accepted token.
       dev.acc.set_values({2, 0, 1, 3});
       next.poison();
-      cm::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view());
+      cuda::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view());
       const Vec nx = next.values();
       EXPECT_EQ(nx[0], vdst[0 * T + 1]);
       EXPECT_EQ(nx[1], -1);
       EXPECT_EQ(nx[2], vdst[2 * T + 0]);
       EXPECT_EQ(nx[3], vdst[3 * T + 2]);
       dev.acc.set_values({5, 0, 1, 1});  // 5 > T_b
-      EXPECT_THROW(cm::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view()),
+      EXPECT_THROW(cuda::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view()),
                    SlotError);
       ASSERT_TRUE(states.guards_intact() && dev.y.guards_intact() && next.guards_intact());
     }

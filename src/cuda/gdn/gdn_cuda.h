@@ -84,6 +84,15 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
             const Rows& rows, TensorView y);
 
+/// The peers' speculative baseline (snapshot.cuh), for side-by-side measurement: row b runs the
+/// conventional step T_b times from states[rows.slot_ids[b]] and writes the state after token s
+/// to states[snap_dst[b, s]] (a full snapshot per token; ids outside the pool skip the write).
+/// states [slots, HV, V, K] float32; q, k, v, a, b, y [batch, T, ...] (T <= 8); snap_dst
+/// [batch, T] int32; rows.num_tokens optional. y past T_b and of pad rows is 0. Rollback:
+/// cuda::snapshot_select. Errors: ShapeError / DTypeError / UnsupportedError / SlotError.
+void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
+                     const Rows& rows, const TensorView& snap_dst, TensorView y);
+
 /// gdn::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
 void reset_slots(Cache& cache, const Rows& rows);
 

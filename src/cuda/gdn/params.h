@@ -34,6 +34,7 @@ struct StepParams {
   // verify: the token axis of q, k, v, a, b and y, and tokens per row
   int32_t Ty = 1;
   const int32_t* num_tokens = nullptr;  ///< [batch] 1..Ty, or none (every row feeds Ty)
+  const int32_t* snap_dst = nullptr;    ///< snapshot baseline: [batch, Ty] slot of token s's state
   // flags
   bool beta_bf16 = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <string>
 
+#include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/rows.h"
 #include "cuda/gdn/gdn_cuda.h"
+#include "cuda/gdn/snapshot.cuh"
 #include "cuda/gdn/verify.cuh"
 #include "replayssm/errors.h"
 
@@ -53,6 +55,31 @@ void launch_in(const StepParams& p, int64_t K, bool kda, int KT, size_t smem, cu
   return kda ? launch_K<TIn, 128, true>(p, KT, smem, s, op) : launch_K<TIn, 128, false>(p, KT, smem, s, op);
 }
 
+/// The launch arguments shared by verify and the snapshot baseline.
+StepParams token_params(const Layer& layer, const TensorView& state, const Tokens& in,
+                        const Rows& rows, const TensorView& y) {
+  const Dims& d = layer.dims;
+  StepParams p;
+  p.H = static_cast<int32_t>(d.num_k_heads);
+  p.HV = static_cast<int32_t>(d.num_v_heads);
+  p.K = static_cast<int32_t>(d.head_k_dim);
+  p.V = static_cast<int32_t>(d.head_v_dim);
+  p.group = p.HV / p.H;
+  p.slots = static_cast<int32_t>(std::min<int64_t>(state.shape[0], INT32_MAX));
+  p.batch = static_cast<int32_t>(in.q.shape[0]);
+  p.Ty = static_cast<int32_t>(in.q.shape[1]);
+  p.q = in.q.data, p.k = in.k.data, p.v = in.v.data, p.a = in.a.data, p.b = in.b.data;
+  p.A_log = layer.A_log.ptr<float>();
+  p.dt_bias = layer.dt_bias.ptr<float>();
+  p.scale = layer.scale != 0.0f ? layer.scale : 1.0f / std::sqrt(static_cast<float>(d.head_k_dim));
+  p.state = state.data;
+  p.y = y.data;
+  p.slot_ids = rows.slot_ids.ptr<int32_t>();
+  p.num_tokens = rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>();
+  p.beta_bf16 = layer.beta_bf16;
+  return p;
+}
+
 }  // namespace
 
 void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -80,31 +107,14 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   check_rows(rows, batch, cache.state.shape[0], in.q.shape[1], op);
   if (batch == 0) return;
 
-  StepParams p;
-  p.H = static_cast<int32_t>(d.num_k_heads);
-  p.HV = static_cast<int32_t>(d.num_v_heads);
-  p.K = static_cast<int32_t>(d.head_k_dim);
-  p.V = static_cast<int32_t>(d.head_v_dim);
-  p.group = p.HV / p.H;
-  p.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
-  p.batch = static_cast<int32_t>(batch);
+  StepParams p = token_params(layer, cache.state, in, rows, y);
   p.R = static_cast<int32_t>(R);
-  p.Ty = static_cast<int32_t>(in.q.shape[1]);
-  p.q = in.q.data, p.k = in.k.data, p.v = in.v.data, p.a = in.a.data, p.b = in.b.data;
-  p.A_log = layer.A_log.ptr<float>();
-  p.dt_bias = layer.dt_bias.ptr<float>();
-  p.scale = layer.scale != 0.0f ? layer.scale : 1.0f / std::sqrt(static_cast<float>(d.head_k_dim));
-  p.state = cache.state.data;
-  p.y = y.data;
-  p.slot_ids = rows.slot_ids.ptr<int32_t>();
-  p.num_tokens = rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>();
   p.ring_u = cache.ring_u.ptr<float>();
   p.ring_k = cache.ring_k.ptr<float>();
   p.ring_g = cache.ring_g.ptr<float>();
   p.origin = cursors.origin.ptr<int32_t>();
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
-  p.beta_bf16 = layer.beta_bf16;
 
   const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
   const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
@@ -116,6 +126,70 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
     launch_in<float>(p, d.head_k_dim, kda, KT, smem, s, op);
   else
     launch_in<bf16>(p, d.head_k_dim, kda, KT, smem, s, op);
+}
+
+void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
+                     const Rows& rows, const TensorView& snap_dst, TensorView y) {
+  const char* op = "gdn.snapshot_verify (cuda)";
+  const Dims& d = layer.dims;
+  const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  const int64_t H = d.num_k_heads, HV = d.num_v_heads, K = d.head_k_dim, V = d.head_v_dim;
+  check<ConfigError>(H >= 1 && HV % H == 0, op, ": num_v_heads HV = ", HV,
+                     " is not a multiple of num_k_heads H = ", H);
+  check<UnsupportedError>(K == 64 || K == 128, op, ": head_k_dim K = ", K, ", expected 64 or 128");
+  const Device dev = Device::kCUDA;
+  using validate::kAny;
+  constexpr DType kF32 = DType::kF32, kBF16 = DType::kBF16;
+  auto name = [&](const char* n) { return std::string(op) + " " + n; };
+  validate::expect(layer.A_log, name("A_log").c_str(), {HV}, {kF32}, dev);
+  if (kda)
+    validate::expect(layer.dt_bias, name("dt_bias").c_str(), {HV, K}, {kF32}, dev);
+  else
+    validate::expect(layer.dt_bias, name("dt_bias").c_str(), {HV}, {kF32}, dev);
+  validate::expect(in.q, name("q").c_str(), {kAny, kAny, H, K}, {kF32, kBF16}, dev);
+  const int64_t batch = in.q.shape[0], T = in.q.shape[1];
+  check<ShapeError>(T >= 1 && T <= 8, op, " q: token axis ", T, ", expected 1..8");
+  const DType t = in.q.dtype;
+  validate::expect(in.k, name("k").c_str(), {batch, T, H, K}, {t}, dev);
+  validate::expect(in.v, name("v").c_str(), {batch, T, HV, V}, {t}, dev);
+  if (kda)
+    validate::expect(in.a, name("a").c_str(), {batch, T, HV, K}, {t}, dev);
+  else
+    validate::expect(in.a, name("a").c_str(), {batch, T, HV}, {t}, dev);
+  validate::expect(in.b, name("b").c_str(), {batch, T, HV}, {t}, dev);
+  validate::expect(y, name("y").c_str(), {batch, T, HV, V}, {t}, dev);
+  validate::expect(states, name("state").c_str(), {kAny, HV, V, K}, {kF32}, dev);
+  validate::expect(snap_dst, name("snap_dst").c_str(), {batch, T}, {DType::kI32}, dev);
+  check<UnsupportedError>(batch <= kMaxBatch, op, ": batch ", batch, ", expected <= ", kMaxBatch);
+  check_aligned(states, op, "state");
+  check_aligned(in.q, op, "q");
+  check_aligned(in.k, op, "k");
+  if (kda) check_aligned(in.a, op, "a"), check_aligned(layer.dt_bias, op, "dt_bias");
+  check_rows(rows, batch, states.shape[0], T, op);
+  if (batch == 0) return;
+  StepParams p = token_params(layer, states, in, rows, y);
+  p.snap_dst = snap_dst.ptr<int32_t>();
+  const size_t smem = static_cast<size_t>(V * K) * sizeof(float);
+  check<UnsupportedError>(smem <= kMaxSmem, op, ": head_v_dim ", V, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  const auto s = static_cast<cudaStream_t>(rows.stream);
+  auto go = [&](auto kernel) {
+    if (smem > 48 * 1024)
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)),
+                 (std::string(op) + ": raising the shared-memory limit").c_str());
+    kernel<<<dim3(static_cast<unsigned>(HV), static_cast<unsigned>(batch)), kSnapshotThreads, smem,
+             s>>>(p);
+  };
+  const bool f32 = t == kF32;
+  if (K == 64) {
+    if (kda) f32 ? go(snapshot_kernel<float, 64, true>) : go(snapshot_kernel<bf16, 64, true>);
+    else f32 ? go(snapshot_kernel<float, 64, false>) : go(snapshot_kernel<bf16, 64, false>);
+  } else {
+    if (kda) f32 ? go(snapshot_kernel<float, 128, true>) : go(snapshot_kernel<bf16, 128, true>);
+    else f32 ? go(snapshot_kernel<float, 128, false>) : go(snapshot_kernel<bf16, 128, false>);
+  }
+  check_launch((std::string(op) + " launch").c_str());
 }
 
 }  // namespace replayssm::cuda::gdn

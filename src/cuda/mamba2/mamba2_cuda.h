@@ -87,11 +87,7 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 /// Errors: ShapeError / DTypeError / UnsupportedError / SlotError as the other ops.
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
                      const Rows& rows, const TensorView& snap_dst, TensorView y);
-/// The baseline's rollback: next_slot_ids[b] = snap_dst[b, num_accepted[b] - 1] (the snapshot of
-/// the last accepted token), on the device. Counts outside 1..T_b: SlotError when host checks
-/// run, else the row keeps its slot (never an offset). Pad rows keep their id.
-void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst,
-                     const TensorView& num_accepted, TensorView next_slot_ids);
+/// The baseline's rollback is cuda::snapshot_select (common/snapshot_select.h).
 
 /// mamba2::reset_slots on CUDA tensors: zero the checkpoints of the rows' slots.
 void reset_slots(Cache& cache, const Rows& rows);

@@ -118,17 +118,4 @@ __global__ void __launch_bounds__(kSnapshotThreads) snapshot_kernel(const StepPa
   }
 }
 
-/// next[b] = snap_dst[b, accepted[b] - 1] for rows whose count lies in 1..T_b; other rows keep
-/// next[b] = slot_ids[b] (pad rows, or an unchecked bad count: the state is not moved).
-__global__ void snapshot_select_kernel(const int32_t* ids, const int32_t* snap_dst,
-                                       const int32_t* num_tokens, const int32_t* accepted,
-                                       int32_t* next, int32_t batch, int32_t Ty, int32_t slots) {
-  const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= batch) return;
-  const int32_t slot = ids[b], n = accepted[b];
-  const int32_t fed = num_tokens ? num_tokens[b] : Ty;
-  const bool ok = slot >= 0 && slot < slots && n >= 1 && n <= fed && fed <= Ty;
-  next[b] = ok ? snap_dst[static_cast<int64_t>(b) * Ty + n - 1] : slot;
-}
-
 }  // namespace replayssm::cuda::mamba2
