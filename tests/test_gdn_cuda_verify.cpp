@@ -320,6 +320,7 @@ TEST(GdnCudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
     Vec st(states.numel());
     for (double& e : st) e = rng.normal(0, 0.5);
     states.set_values(st);
+    st = states.values();  // as stored (float32)
     DevTokensT dev(c, batch, T);
     DeviceBuffer dst(DType::kI32, {batch, T}, 192), next(DType::kI32, {batch}, 193);
     const std::vector<int32_t> ids = {3, -1, 0}, fed = {4, 2, 2};

@@ -17,8 +17,10 @@
 // verify kernel (mamba2/verify.cuh): checkpoint rows by cp.async; the window staged in shared
 // memory (history from the ring, tokens normalised by one warp each and appended to the ring);
 // gate prefix sums; the per-token vectors and record coefficients (one warp per (record, token)
-// pair); then per state row the 2K dots and history sums in one transposed butterfly, the T_b x
-// T_b solve in every lane of the row, and the fold on flush rows. The token axis is padded to KT
+// pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by
+// every row; then per state row the 2 KT dots (token vectors held in registers) and history sums
+// in one transposed butterfly, R gathered by shuffles, lane s forming U_s and y_s from its rows of
+// the two matrices, and the fold on flush rows. The token axis is padded to KT
 // (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared memory: VerifySmem. fp32 state.
 #pragma once
 #include "cuda/common/async_copy.cuh"
@@ -34,11 +36,11 @@ constexpr int kVerifyThreads = 256;
 /// Shared memory of the verify kernel in floats (every part 16-byte aligned): the checkpoint
 /// [V][K], the window's k^ [R][K] (history rows later turned into fold vectors), the tokens' q^
 /// [KT][K], gates then their prefix sums [R][GW], the token vectors vk, vq [2 KT][K], history u
-/// [V][us] by (row, record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT] and the
-/// flush decay [K].
+/// [V][us] by (row, record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the
+/// flush decay [K], and the solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each.
 struct VerifySmem {
   int us = 0;
-  int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, total = 0;
+  int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, total = 0;
   __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
     us = R + 1;  // odd: the record-major staging writes fall on distinct banks
@@ -51,7 +53,8 @@ struct VerifySmem {
     coef = v + up4(KT * V);
     beta = coef + up4(R * 2 * KT);
     fd = beta + up4(KT);
-    total = fd + K;
+    solve = fd + K;
+    total = solve + 2 * KT * KT;
   }
 };
 
@@ -260,17 +263,55 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     if (lane == 0) sCoef[l * NV + s] = dk, sCoef[l * NV + KT + s] = dq;
   }
   __syncthreads();
+  // The window's solve, shared by every state row (A and W are per block): with
+  // A[s][s'] = beta_s ck[h+s'][s] (s' < s) and W[s][s'] = cq[h+s'][s] (s' <= s),
+  // U = (I + A)^-1 R and y = hq + W U = hq + (W (I + A)^-1) R, R_s = beta_s (v_s - hk_s).
+  float* const sMinv = smem + sm.solve;     // [KT][KT] (I + A)^-1, unit lower triangular
+  float* const sWM = sMinv + KT * KT;       // [KT][KT] W (I + A)^-1, lower triangular
+  if (tid == 0) {
+    for (int s2 = 0; s2 < KT; ++s2)  // column s2 of the inverse, forward substitution
+      for (int s = 0; s < KT; ++s) {
+        float v = s == s2 ? 1.0f : 0.0f;
+        if (s > s2)
+          for (int k2 = s2; k2 < s; ++k2)
+            v = __fsub_rn(v, __fmul_rn(__fmul_rn(sBeta[s < Tb ? s : 0], sCoef[(hist + k2) * NV + s]),
+                                       sMinv[k2 * KT + s2]));
+        sMinv[s * KT + s2] = s < Tb ? v : (s == s2 ? 1.0f : 0.0f);
+      }
+    for (int s = 0; s < KT; ++s)
+      for (int s3 = 0; s3 < KT; ++s3) {
+        float v = 0.0f;
+        for (int s2 = s3; s2 <= s; ++s2)
+          v = __fmaf_rn(sCoef[(hist + s2) * NV + KT + s], sMinv[s2 * KT + s3], v);
+        sWM[s * KT + s3] = s < Tb ? v : 0.0f;
+      }
+  }
   // Fold vectors of the history (flush rows): k^_j <- e^{G_{h-1} - G_j} . k^_j, in place.
-  if (flush && hist > 0) {
+  if (flush && hist > 0)
     for (int i = tid; i < hist * K; i += blockDim.x) {
       const int j = i / K, c = i % K;
       sK[i] = __fmul_rn(sK[i], decay(__fsub_rn(G(hist - 1, c), G(j, c))));
     }
-    __syncthreads();
-  }
+  __syncthreads();
 
   // ---- phase 3: per state row: hk, hq of every token; the solve; y and the tokens' u.
   cp_async_wait<0>();
+  float vec[NV][COLS];  // the token vectors over this lane's columns
+#pragma unroll
+  for (int n = 0; n < NV; ++n)
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) {
+      const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
+      vec[n][c * VEC] = w.x, vec[n][c * VEC + 1] = w.y, vec[n][c * VEC + 2] = w.z, vec[n][c * VEC + 3] = w.w;
+    }
+  // Lane lr of a row writes token lr's y and u: its rows of the two solve matrices.
+  const int so = lr < KT ? lr : 0;
+  float mi[KT], wm[KT];
+#pragma unroll
+  for (int s3 = 0; s3 < KT; ++s3) mi[s3] = sMinv[so * KT + s3], wm[s3] = sWM[so * KT + s3];
+  const int col = lr >> SHIFT;  // the value transposed_sum hands this lane: hk_col or hq_(col-KT)
+  const float beta_c = col < Tb ? sBeta[col] : 0.0f;
+  const int base = lane - lr;   // the row's first lane
   const int nrounds = (V + rstep - 1) / rstep;  // uniform: every lane reaches the shuffles
   for (int k = 0; k < nrounds; ++k) {
     const int r = row0 + k * rstep;
@@ -287,50 +328,41 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     for (int n = 0; n < NV; ++n) {
       float d = 0.0f;
 #pragma unroll
-      for (int c = 0; c < CPL; ++c) {
-        const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
-        d = __fmaf_rn(s0[c * VEC], w.x, d), d = __fmaf_rn(s0[c * VEC + 1], w.y, d);
-        d = __fmaf_rn(s0[c * VEC + 2], w.z, d), d = __fmaf_rn(s0[c * VEC + 3], w.w, d);
-      }
+      for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[e], vec[n][e], d);
       part[n] = d;
     }
     if (valid)
       for (int j = lr; j < hist; j += LPR) {
         const float uj = sU[r * sm.us + j];
+        if constexpr (NV % 4 == 0) {
 #pragma unroll
-        for (int n = 0; n < NV; ++n) part[n] = __fmaf_rn(uj, sCoef[j * NV + n], part[n]);
+          for (int n = 0; n < NV; n += 4) {
+            const float4 c4 = *reinterpret_cast<const float4*>(sCoef + j * NV + n);
+            part[n] = __fmaf_rn(uj, c4.x, part[n]), part[n + 1] = __fmaf_rn(uj, c4.y, part[n + 1]);
+            part[n + 2] = __fmaf_rn(uj, c4.z, part[n + 2]), part[n + 3] = __fmaf_rn(uj, c4.w, part[n + 3]);
+          }
+        } else {
+#pragma unroll
+          for (int n = 0; n < NV; ++n) part[n] = __fmaf_rn(uj, sCoef[j * NV + n], part[n]);
+        }
       }
     const float sum = transposed_sum<NV, LPR>(part, lr);
-    // Every lane of the row gathers hk_s (values 0..KT) and hq_s (KT..2KT) and solves.
-    const int base = lane - lr;  // the row's first lane
-    float hv[NV];
+    // R_col = beta (v - hk) on the hk lanes; every lane gathers R, lane s forms U_s and y_s.
+    const float Rc = col < Tb && valid ? __fmul_rn(beta_c, __fsub_rn(sV[col * V + r], sum)) : 0.0f;
+    float R[KT];
 #pragma unroll
-    for (int n = 0; n < NV; ++n) hv[n] = __shfl_sync(kFull, sum, base + (n << SHIFT));
-    float U[KT];
-#pragma unroll
-    for (int s = 0; s < KT; ++s) {
-      float u = 0.0f;
-      if (s < Tb && valid) {
-        u = __fmul_rn(sBeta[s], __fsub_rn(sV[s * V + r], hv[s]));
-#pragma unroll
-        for (int s2 = 0; s2 < s; ++s2)
-          u = __fsub_rn(u, __fmul_rn(__fmul_rn(sBeta[s], sCoef[(hist + s2) * NV + s]), U[s2]));
-      }
-      U[s] = u;
-    }
+    for (int s = 0; s < KT; ++s) R[s] = __shfl_sync(kFull, Rc, base + (s << SHIFT));
+    const float hq = __shfl_sync(kFull, sum, base + ((KT + so) << SHIFT));
     if (valid && lr < Ty) {
+      float out = 0.0f;
+      if (lr < Tb) {
+        float u = 0.0f;
+        out = hq;
 #pragma unroll
-      for (int s = 0; s < KT; ++s) {
-        if (s != lr) continue;
-        float out = 0.0f;
-        if (s < Tb) {
-          out = hv[KT + s];
-#pragma unroll
-          for (int s2 = 0; s2 <= s; ++s2) out = __fmaf_rn(sCoef[(hist + s2) * NV + KT + s], U[s2], out);
-          ringu[static_cast<int64_t>(phys(hist + s)) * V + r] = U[s];
-        }
-        y[y_at(s, r)] = from_f32<TIn>(out);
+        for (int s3 = 0; s3 < KT; ++s3) u = __fmaf_rn(mi[s3], R[s3], u), out = __fmaf_rn(wm[s3], R[s3], out);
+        ringu[static_cast<int64_t>(phys(hist + lr)) * V + r] = u;
       }
+      y[y_at(lr, r)] = from_f32<TIn>(out);
     }
     if (flush && hist > 0 && valid) {  // fold the committed history into the row, store it
 #pragma unroll
