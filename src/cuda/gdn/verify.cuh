@@ -252,14 +252,26 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     const int l = pr / KT, s = pr % KT, t = hist + s;
     float dk = 0.0f, dq = 0.0f;
     if (s < Tb && l <= t) {
-      for (int c = lane; c < K; c += 32) {
-        const float w = __fmul_rn(sK[l * K + c], decay(__fsub_rn(G(t, c), G(l, c))));
-        dk = __fmaf_rn(w, sK[t * K + c], dk);
-        dq = __fmaf_rn(w, sQ[s * K + c], dq);
+      if constexpr (KDA) {  // the decay is inside the dot
+        for (int c = lane; c < K; c += 32) {
+          const float w = __fmul_rn(sK[l * K + c], decay(__fsub_rn(G(t, c), G(l, c))));
+          dk = __fmaf_rn(w, sK[t * K + c], dk);
+          dq = __fmaf_rn(w, sQ[s * K + c], dq);
+        }
+      } else {  // one decay per pair, applied after the sums
+        for (int c = lane; c < K; c += 32) {
+          dk = __fmaf_rn(sK[l * K + c], sK[t * K + c], dk);
+          dq = __fmaf_rn(sK[l * K + c], sQ[s * K + c], dq);
+        }
       }
     }
     dk = warp_sum(dk);
     dq = warp_sum(dq);
+    if constexpr (!KDA) {
+      const float w = s < Tb && l <= t ? decay(__fsub_rn(G(t, 0), G(l, 0))) : 0.0f;
+      dk = __fmul_rn(w, dk);
+      dq = __fmul_rn(w, dq);
+    }
     if (lane == 0) sCoef[l * NV + s] = dk, sCoef[l * NV + KT + s] = dq;
   }
   __syncthreads();
@@ -296,14 +308,19 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 
   // ---- phase 3: per state row: hk, hq of every token; the solve; y and the tokens' u.
   cp_async_wait<0>();
-  float vec[NV][COLS];  // the token vectors over this lane's columns
+  // The token vectors over this lane's columns: in registers up to KT = 4; at KT = 8 (64 more
+  // registers, one block per SM) they are read from shared memory per row instead.
+  constexpr bool kVecRegs = KT <= 4;
+  float vec[kVecRegs ? NV : 1][COLS];
+  if constexpr (kVecRegs) {
 #pragma unroll
-  for (int n = 0; n < NV; ++n)
+    for (int n = 0; n < NV; ++n)
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
-      vec[n][c * VEC] = w.x, vec[n][c * VEC + 1] = w.y, vec[n][c * VEC + 2] = w.z, vec[n][c * VEC + 3] = w.w;
-    }
+      for (int c = 0; c < CPL; ++c) {
+        const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
+        vec[n][c * VEC] = w.x, vec[n][c * VEC + 1] = w.y, vec[n][c * VEC + 2] = w.z, vec[n][c * VEC + 3] = w.w;
+      }
+  }
   // Lane lr of a row writes token lr's y and u: its rows of the two solve matrices.
   const int so = lr < KT ? lr : 0;
   float mi[KT], wm[KT];
@@ -327,8 +344,17 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 #pragma unroll
     for (int n = 0; n < NV; ++n) {
       float d = 0.0f;
+      if constexpr (kVecRegs) {
 #pragma unroll
-      for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[e], vec[n][e], d);
+        for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[e], vec[n][e], d);
+      } else {
+#pragma unroll
+        for (int c = 0; c < CPL; ++c) {
+          const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
+          d = __fmaf_rn(s0[c * VEC], w.x, d), d = __fmaf_rn(s0[c * VEC + 1], w.y, d);
+          d = __fmaf_rn(s0[c * VEC + 2], w.z, d), d = __fmaf_rn(s0[c * VEC + 3], w.w, d);
+        }
+      }
       part[n] = d;
     }
     if (valid)
