@@ -247,56 +247,62 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   }
   if (flush && hist > 0)
     for (int c = tid; c < K; c += blockDim.x) sFd[c] = decay(G(hist - 1, c));
-  // Record coefficients ck, cq: one warp per (record l, token s) with l <= t.
-  for (int pr = warp; pr < m * KT; pr += nwarps) {
-    const int l = pr / KT, s = pr % KT, t = hist + s;
-    float dk = 0.0f, dq = 0.0f;
-    if (s < Tb && l <= t) {
-      if constexpr (KDA) {  // the decay is inside the dot
-        for (int c = lane; c < K; c += 32) {
-          const float w = __fmul_rn(sK[l * K + c], decay(__fsub_rn(G(t, c), G(l, c))));
-          dk = __fmaf_rn(w, sK[t * K + c], dk);
-          dq = __fmaf_rn(w, sQ[s * K + c], dq);
-        }
-      } else {  // one decay per pair, applied after the sums
-        for (int c = lane; c < K; c += 32) {
-          dk = __fmaf_rn(sK[l * K + c], sK[t * K + c], dk);
-          dq = __fmaf_rn(sK[l * K + c], sQ[s * K + c], dq);
+  // Record coefficients ck, cq: one warp per record l, its dots with every token at once (the
+  // lanes split K; one transposed butterfly hands value n to lane group n). Zero where l > t.
+  {
+    constexpr int SH32 = 32 / NV == 1 ? 0 : 32 / NV == 2 ? 1 : 32 / NV == 4 ? 2 : 32 / NV == 8 ? 3 : 4;
+    static_assert((32 >> SH32) == NV, "2 KT must divide a warp");
+    for (int l = warp; l < m; l += nwarps) {
+      float part[NV];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) part[n] = 0.0f;
+      for (int c = lane; c < K; c += 32) {
+        const float kl = sK[l * K + c];
+#pragma unroll
+        for (int s = 0; s < KT; ++s) {
+          if (s >= Tb) break;
+          const int t = hist + s;
+          // KDA: the decay is inside the dot; GDN: one decay per pair, applied after the sums.
+          const float w = KDA ? __fmul_rn(kl, decay(__fsub_rn(G(t, c), G(l, c)))) : kl;
+          part[s] = __fmaf_rn(w, sK[t * K + c], part[s]);
+          part[KT + s] = __fmaf_rn(w, sQ[s * K + c], part[KT + s]);
         }
       }
+      const float sum = transposed_sum<NV, 32>(part, lane);
+      const int n = lane >> SH32, s = n % KT, t = hist + s;
+      if ((lane & ((1 << SH32) - 1)) == 0) {
+        float v = 0.0f;
+        if (s < Tb && l <= t) v = KDA ? sum : __fmul_rn(decay(__fsub_rn(G(t, 0), G(l, 0))), sum);
+        sCoef[l * NV + n] = v;
+      }
     }
-    dk = warp_sum(dk);
-    dq = warp_sum(dq);
-    if constexpr (!KDA) {
-      const float w = s < Tb && l <= t ? decay(__fsub_rn(G(t, 0), G(l, 0))) : 0.0f;
-      dk = __fmul_rn(w, dk);
-      dq = __fmul_rn(w, dq);
-    }
-    if (lane == 0) sCoef[l * NV + s] = dk, sCoef[l * NV + KT + s] = dq;
   }
   __syncthreads();
   // The window's solve, shared by every state row (A and W are per block): with
   // A[s][s'] = beta_s ck[h+s'][s] (s' < s) and W[s][s'] = cq[h+s'][s] (s' <= s),
   // U = (I + A)^-1 R and y = hq + W U = hq + (W (I + A)^-1) R, R_s = beta_s (v_s - hk_s).
-  float* const sMinv = smem + sm.solve;     // [KT][KT] (I + A)^-1, unit lower triangular
-  float* const sWM = sMinv + KT * KT;       // [KT][KT] W (I + A)^-1, lower triangular
-  if (tid == 0) {
-    for (int s2 = 0; s2 < KT; ++s2)  // column s2 of the inverse, forward substitution
-      for (int s = 0; s < KT; ++s) {
-        float v = s == s2 ? 1.0f : 0.0f;
-        if (s > s2)
-          for (int k2 = s2; k2 < s; ++k2)
-            v = __fsub_rn(v, __fmul_rn(__fmul_rn(sBeta[s < Tb ? s : 0], sCoef[(hist + k2) * NV + s]),
-                                       sMinv[k2 * KT + s2]));
-        sMinv[s * KT + s2] = s < Tb ? v : (s == s2 ? 1.0f : 0.0f);
-      }
-    for (int s = 0; s < KT; ++s)
-      for (int s3 = 0; s3 < KT; ++s3) {
-        float v = 0.0f;
-        for (int s2 = s3; s2 <= s; ++s2)
-          v = __fmaf_rn(sCoef[(hist + s2) * NV + KT + s], sMinv[s2 * KT + s3], v);
-        sWM[s * KT + s3] = s < Tb ? v : 0.0f;
-      }
+  // Thread s2 forms column s2 of the inverse by forward substitution; rows past T_b are identity.
+  float* const sMinv = smem + sm.solve;  // [KT][KT] (I + A)^-1, unit lower triangular
+  float* const sWM = sMinv + KT * KT;    // [KT][KT] W (I + A)^-1, lower triangular
+  if (tid < KT) {
+    const int s2 = tid;
+    for (int s = 0; s < KT; ++s) {
+      float v = s == s2 ? 1.0f : 0.0f;
+      if (s > s2 && s < Tb)
+        for (int k2 = s2; k2 < s; ++k2)
+          v = __fsub_rn(v, __fmul_rn(__fmul_rn(sBeta[s], sCoef[(hist + k2) * NV + s]),
+                                     sMinv[k2 * KT + s2]));
+      sMinv[s * KT + s2] = v;
+    }
+  }
+  __syncthreads();
+  if (tid < KT * KT) {
+    const int s = tid / KT, s3 = tid % KT;
+    float v = 0.0f;
+    if (s < Tb)
+      for (int s2 = s3; s2 <= s; ++s2)
+        v = __fmaf_rn(sCoef[(hist + s2) * NV + KT + s], sMinv[s2 * KT + s3], v);
+    sWM[s * KT + s3] = v;
   }
   // Fold vectors of the history (flush rows): k^_j <- e^{G_{h-1} - G_j} . k^_j, in place.
   if (flush && hist > 0)
