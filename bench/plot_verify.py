@@ -49,7 +49,7 @@ def main():
             axes[r][c].legend(fontsize=7)
         axes[0][c].set_ylabel("latency ratio (lower is better)")
         axes[1][c].set_ylabel("speedup (higher is better)")
-    fig.suptitle(f"Mamba-2 speculative verify, {doc.get('gpu', '?')}, commit {doc.get('commit', '?')}")
+    fig.suptitle(f"Speculative verify, {doc.get('gpu', '?')}, commit {doc.get('commit', '?')}")
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
 

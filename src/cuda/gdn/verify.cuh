@@ -18,9 +18,9 @@
 // memory (history from the ring, tokens normalised by one warp each and appended to the ring);
 // gate prefix sums; the per-token vectors and record coefficients (one warp per (record, token)
 // pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by
-// every row; then per state row the 2 KT dots (token vectors held in registers) and history sums
-// in one transposed butterfly, R gathered by shuffles, lane s forming U_s and y_s from its rows of
-// the two matrices, and the fold on flush rows. The token axis is padded to KT
+// every row; then per state row the 2 KT dots and history sums in two transposed butterflies (hk,
+// then hq), R gathered by shuffles, lane s forming U_s and y_s from its rows of the two matrices,
+// and the fold on flush rows. The token axis is padded to KT
 // (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared memory: VerifySmem. fp32 state.
 #pragma once
 #include "cuda/common/async_copy.cuh"
@@ -98,9 +98,10 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
-  constexpr int SHIFT = LPR / NV == 1 ? 0 : LPR / NV == 2 ? 1 : LPR / NV == 4 ? 2 : LPR / NV == 8 ? 3
-                        : 4;  // lane -> value column of transposed_sum
-  static_assert((LPR >> SHIFT) == NV, "2 KT must divide the lanes of a row");
+  // lane -> token column of a transposed_sum of KT values over a row's LPR lanes
+  constexpr int SHIFT = LPR / KT == 1 ? 0 : LPR / KT == 2 ? 1 : LPR / KT == 4 ? 2 : LPR / KT == 8 ? 3
+                        : LPR / KT == 16 ? 4 : 5;
+  static_assert((LPR >> SHIFT) == KT, "KT must divide the lanes of a row");
   constexpr int GW = KDA ? K : 1;
 
   extern __shared__ __align__(16) float smem[];
@@ -248,32 +249,34 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   if (flush && hist > 0)
     for (int c = tid; c < K; c += blockDim.x) sFd[c] = decay(G(hist - 1, c));
   // Record coefficients ck, cq: one warp per record l, its dots with every token at once (the
-  // lanes split K; one transposed butterfly hands value n to lane group n). Zero where l > t.
+  // lanes split K; two transposed butterflies hand token s's ck and cq to lane group s). Zero
+  // where l > t.
   {
-    constexpr int SH32 = 32 / NV == 1 ? 0 : 32 / NV == 2 ? 1 : 32 / NV == 4 ? 2 : 32 / NV == 8 ? 3 : 4;
-    static_assert((32 >> SH32) == NV, "2 KT must divide a warp");
+    constexpr int SH32 = KT == 32 ? 0 : KT == 16 ? 1 : KT == 8 ? 2 : KT == 4 ? 3 : KT == 2 ? 4 : 5;
+    static_assert((32 >> SH32) == KT, "KT must divide a warp");
     for (int l = warp; l < m; l += nwarps) {
-      float part[NV];
+      float pk[KT], pq[KT];
 #pragma unroll
-      for (int n = 0; n < NV; ++n) part[n] = 0.0f;
+      for (int s = 0; s < KT; ++s) pk[s] = 0.0f, pq[s] = 0.0f;
       for (int c = lane; c < K; c += 32) {
         const float kl = sK[l * K + c];
 #pragma unroll
         for (int s = 0; s < KT; ++s) {
-          if (s >= Tb) break;
-          const int t = hist + s;
+          const int t = min(hist + s, m - 1);  // tokens past T_b: any record, zeroed below
           // KDA: the decay is inside the dot; GDN: one decay per pair, applied after the sums.
           const float w = KDA ? __fmul_rn(kl, decay(__fsub_rn(G(t, c), G(l, c)))) : kl;
-          part[s] = __fmaf_rn(w, sK[t * K + c], part[s]);
-          part[KT + s] = __fmaf_rn(w, sQ[s * K + c], part[KT + s]);
+          pk[s] = __fmaf_rn(w, sK[t * K + c], pk[s]);
+          pq[s] = __fmaf_rn(w, sQ[s * K + c], pq[s]);
         }
       }
-      const float sum = transposed_sum<NV, 32>(part, lane);
-      const int n = lane >> SH32, s = n % KT, t = hist + s;
+      const float dk = transposed_sum<KT, 32>(pk, lane), dq = transposed_sum<KT, 32>(pq, lane);
+      const int s = lane >> SH32, t = hist + s;
       if ((lane & ((1 << SH32) - 1)) == 0) {
-        float v = 0.0f;
-        if (s < Tb && l <= t) v = KDA ? sum : __fmul_rn(decay(__fsub_rn(G(t, 0), G(l, 0))), sum);
-        sCoef[l * NV + n] = v;
+        // (a select, not a product: past T_b the sums may hold anything, sQ rows there are unset)
+        const bool live = s < Tb && l <= t;
+        const float w = KDA || !live ? 1.0f : decay(__fsub_rn(G(t, 0), G(l, 0)));
+        sCoef[l * NV + s] = live ? __fmul_rn(w, dk) : 0.0f;
+        sCoef[l * NV + KT + s] = live ? __fmul_rn(w, dq) : 0.0f;
       }
     }
   }
@@ -314,25 +317,27 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 
   // ---- phase 3: per state row: hk, hq of every token; the solve; y and the tokens' u.
   cp_async_wait<0>();
-  // The token vectors over this lane's columns: in registers up to KT = 4; at KT = 8 (64 more
-  // registers, one block per SM) they are read from shared memory per row instead.
-  constexpr bool kVecRegs = KT <= 4;
-  float vec[kVecRegs ? NV : 1][COLS];
-  if constexpr (kVecRegs) {
+  // The token vectors over this lane's columns: vk in registers; vq too up to KT = 4 (at KT = 8
+  // it is read from shared memory per row, which keeps two blocks per SM).
+  constexpr bool kQRegs = KT <= 4;
+  float vk[KT][COLS], vq[kQRegs ? KT : 1][COLS];
 #pragma unroll
-    for (int n = 0; n < NV; ++n)
+  for (int n = 0; n < KT; ++n)
 #pragma unroll
-      for (int c = 0; c < CPL; ++c) {
-        const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
-        vec[n][c * VEC] = w.x, vec[n][c * VEC + 1] = w.y, vec[n][c * VEC + 2] = w.z, vec[n][c * VEC + 3] = w.w;
+    for (int c = 0; c < CPL; ++c) {
+      const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
+      vk[n][c * VEC] = w.x, vk[n][c * VEC + 1] = w.y, vk[n][c * VEC + 2] = w.z, vk[n][c * VEC + 3] = w.w;
+      if constexpr (kQRegs) {
+        const float4 q4 = *reinterpret_cast<const float4*>(sVec + (KT + n) * K + Lay::col(c, lr));
+        vq[n][c * VEC] = q4.x, vq[n][c * VEC + 1] = q4.y, vq[n][c * VEC + 2] = q4.z, vq[n][c * VEC + 3] = q4.w;
       }
-  }
+    }
   // Lane lr of a row writes token lr's y and u: its rows of the two solve matrices.
   const int so = lr < KT ? lr : 0;
   float mi[KT], wm[KT];
 #pragma unroll
   for (int s3 = 0; s3 < KT; ++s3) mi[s3] = sMinv[so * KT + s3], wm[s3] = sWM[so * KT + s3];
-  const int col = lr >> SHIFT;  // the value transposed_sum hands this lane: hk_col or hq_(col-KT)
+  const int col = lr >> SHIFT;  // the token whose hk / hq the butterflies hand this lane
   const float beta_c = col < Tb ? sBeta[col] : 0.0f;
   const int base = lane - lr;   // the row's first lane
   const int nrounds = (V + rstep - 1) / rstep;  // uniform: every lane reaches the shuffles
@@ -346,45 +351,42 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       s0[c * VEC] = t4.x, s0[c * VEC + 1] = t4.y, s0[c * VEC + 2] = t4.z, s0[c * VEC + 3] = t4.w;
     }
-    float part[NV];
+    float pk[KT], pq[KT];
 #pragma unroll
-    for (int n = 0; n < NV; ++n) {
-      float d = 0.0f;
-      if constexpr (kVecRegs) {
+    for (int n = 0; n < KT; ++n) {
+      float dk = 0.0f, dq = 0.0f;
 #pragma unroll
-        for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[e], vec[n][e], d);
+      for (int e = 0; e < COLS; ++e) dk = __fmaf_rn(s0[e], vk[n][e], dk);
+      if constexpr (kQRegs) {
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) dq = __fmaf_rn(s0[e], vq[n][e], dq);
       } else {
 #pragma unroll
         for (int c = 0; c < CPL; ++c) {
-          const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
-          d = __fmaf_rn(s0[c * VEC], w.x, d), d = __fmaf_rn(s0[c * VEC + 1], w.y, d);
-          d = __fmaf_rn(s0[c * VEC + 2], w.z, d), d = __fmaf_rn(s0[c * VEC + 3], w.w, d);
+          const float4 w = *reinterpret_cast<const float4*>(sVec + (KT + n) * K + Lay::col(c, lr));
+          dq = __fmaf_rn(s0[c * VEC], w.x, dq), dq = __fmaf_rn(s0[c * VEC + 1], w.y, dq);
+          dq = __fmaf_rn(s0[c * VEC + 2], w.z, dq), dq = __fmaf_rn(s0[c * VEC + 3], w.w, dq);
         }
       }
-      part[n] = d;
+      pk[n] = dk, pq[n] = dq;
     }
     if (valid)
       for (int j = lr; j < hist; j += LPR) {
         const float uj = sU[r * sm.us + j];
-        if constexpr (NV % 4 == 0) {
 #pragma unroll
-          for (int n = 0; n < NV; n += 4) {
-            const float4 c4 = *reinterpret_cast<const float4*>(sCoef + j * NV + n);
-            part[n] = __fmaf_rn(uj, c4.x, part[n]), part[n + 1] = __fmaf_rn(uj, c4.y, part[n + 1]);
-            part[n + 2] = __fmaf_rn(uj, c4.z, part[n + 2]), part[n + 3] = __fmaf_rn(uj, c4.w, part[n + 3]);
-          }
-        } else {
-#pragma unroll
-          for (int n = 0; n < NV; ++n) part[n] = __fmaf_rn(uj, sCoef[j * NV + n], part[n]);
+        for (int n = 0; n < KT; ++n) {
+          pk[n] = __fmaf_rn(uj, sCoef[j * NV + n], pk[n]);
+          pq[n] = __fmaf_rn(uj, sCoef[j * NV + KT + n], pq[n]);
         }
       }
-    const float sum = transposed_sum<NV, LPR>(part, lr);
-    // R_col = beta (v - hk) on the hk lanes; every lane gathers R, lane s forms U_s and y_s.
-    const float Rc = col < Tb && valid ? __fmul_rn(beta_c, __fsub_rn(sV[col * V + r], sum)) : 0.0f;
+    const float hk = transposed_sum<KT, LPR>(pk, lr);
+    const float hq_col = transposed_sum<KT, LPR>(pq, lr);
+    // R_col = beta (v - hk) on each token's lanes; every lane gathers R, lane s forms U_s, y_s.
+    const float Rc = col < Tb && valid ? __fmul_rn(beta_c, __fsub_rn(sV[col * V + r], hk)) : 0.0f;
     float R[KT];
 #pragma unroll
     for (int s = 0; s < KT; ++s) R[s] = __shfl_sync(kFull, Rc, base + (s << SHIFT));
-    const float hq = __shfl_sync(kFull, sum, base + ((KT + so) << SHIFT));
+    const float hq = __shfl_sync(kFull, hq_col, base + (so << SHIFT));
     if (valid && lr < Ty) {
       float out = 0.0f;
       if (lr < Tb) {
