@@ -12,8 +12,10 @@ const char* ssm_mode_name(SsmMode m) {
 }
 
 namespace {
+// The SSM verify kernels exist on CUDA (mamba2::verify, gdn::verify); the CUDA model does not
+// run multi-token steps yet (attention, convolution and MLP over T tokens; issue 9).
 constexpr const char* kNoCudaVerify =
-    "speculative decoding needs the CUDA verify kernels (issue 5): run it with --device cpu";
+    "speculative decoding is not wired into the CUDA model yet: run it with --device cpu";
 }
 
 // Backends without verify steps (the CUDA model) inherit these.
