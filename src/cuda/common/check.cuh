@@ -6,6 +6,7 @@
 #include <string>
 
 #include "replayssm/errors.h"
+#include "replayssm/tensor.h"
 
 namespace replayssm::cuda {
 
@@ -24,6 +25,14 @@ inline bool is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
   return status != cudaStreamCaptureStatusNone;
+}
+
+/// UnsupportedError unless the tensor's data pointer is 16-byte aligned (the kernels' vector
+/// loads), naming the op and the argument.
+inline void check_aligned(const TensorView& t, const char* op, const char* name) {
+  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
+                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
+                          "(vector loads)");
 }
 
 }  // namespace replayssm::cuda

@@ -22,12 +22,6 @@ constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
 constexpr size_t kMaxSmem = 227 * 1024;
 
-void check_aligned(const TensorView& t, const char* op, const char* name) {
-  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
-                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
-                          "(vector loads)");
-}
-
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {

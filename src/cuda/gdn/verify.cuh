@@ -25,6 +25,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/warp.cuh"
 #include "cuda/common/row_layout.cuh"
 #include "cuda/gdn/params.h"
 #include "cuda/gdn/step_math.cuh"
@@ -59,36 +60,7 @@ struct VerifySmem {
 };
 
 namespace verify_detail {
-
 constexpr unsigned kFull = 0xffffffffu;
-
-/// Sums v[k] over an aligned group of LPR lanes for all N values at once (transposed butterfly);
-/// returns the sum of value lr / (LPR / N). Every lane of the warp must call it.
-template <int N, int LPR>
-__device__ __forceinline__ float transposed_sum(float (&v)[N], int lr) {
-  static_assert(N <= LPR, "at most one value per lane");
-#pragma unroll
-  for (int n = N, off = LPR / 2; n > 1; n >>= 1, off >>= 1) {
-    const bool upper = (lr & off) != 0;
-#pragma unroll
-    for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? v[i] : v[i + n / 2];
-      const float keep = upper ? v[i + n / 2] : v[i];
-      v[i] = __fadd_rn(keep, __shfl_xor_sync(kFull, send, off));
-    }
-  }
-  float r = v[0];
-#pragma unroll
-  for (int off = LPR / (2 * N); off > 0; off >>= 1) r = __fadd_rn(r, __shfl_xor_sync(kFull, r, off));
-  return r;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFull, v, off));
-  return v;
-}
-
 }  // namespace verify_detail
 
 template <class TIn, int K, int KT, bool KDA>
@@ -200,7 +172,7 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     float sk = 0.0f, sq = 0.0f;
 #pragma unroll
     for (int e = 0; e < PL; ++e) sk = __fmaf_rn(kr[e], kr[e], sk), sq = __fmaf_rn(qr[e], qr[e], sq);
-    const float ik = inv_norm(warp_sum(sk)), iq = inv_norm(warp_sum(sq));
+    const float ik = inv_norm(lane_group_sum<32>(sk)), iq = inv_norm(lane_group_sum<32>(sq));
     const int l = hist + s, q = phys(l);
     const bool owns_k = vh % p.group == 0;
 #pragma unroll

@@ -46,12 +46,6 @@ struct Call {
   DType in_dtype = kF32, state_dtype = kF32, ring_dtype = kF32;
 };
 
-void check_aligned(const TensorView& t, const char* op, const char* name) {
-  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
-                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
-                          "(vector loads)");
-}
-
 Call check_call(const Layer& layer, const Cache& cache, const Tokens& in, const Rows& rows,
                 const TensorView& y, const char* op) {
   const Dims& d = layer.dims;

@@ -54,12 +54,6 @@ void launch(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t s,
   check_launch((std::string(op) + " launch").c_str());
 }
 
-void check_aligned(const TensorView& t, const char* op, const char* name) {
-  check<UnsupportedError>(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, " ", name,
-                          ": data pointer is not 16-byte aligned, expected 16-byte alignment "
-                          "(vector loads)");
-}
-
 /// The arguments every speculative launch shares, filled after the checks of `op`.
 StepParams token_params(const Layer& layer, const TensorView& state, const Tokens& in,
                         const Rows& rows, const TensorView& y, const char* op) {

@@ -24,6 +24,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
@@ -61,29 +62,6 @@ struct VerifySmem {
 namespace verify_detail {
 
 constexpr unsigned kFull = 0xffffffffu;
-
-/// Sums v[k] over an aligned group of LPR lanes for all K values at once (a transposed butterfly:
-/// each step halves the values a lane holds and swaps the other half with its partner). Returns
-/// the full sum of value column_of(lr) (= lr / (LPR / K)); every lane of that column's sub-group
-/// holds the same bits. Every lane of the warp must call it.
-template <int K, int LPR>
-__device__ __forceinline__ float transposed_sum(float (&v)[K], int lr) {
-  static_assert(K <= LPR, "at most one value per lane");
-#pragma unroll
-  for (int k = K, off = LPR / 2; k > 1; k >>= 1, off >>= 1) {
-    const bool upper = (lr & off) != 0;
-#pragma unroll
-    for (int i = 0; i < k / 2; ++i) {
-      const float send = upper ? v[i] : v[i + k / 2];
-      const float keep = upper ? v[i + k / 2] : v[i];
-      v[i] = __fadd_rn(keep, __shfl_xor_sync(kFull, send, off));
-    }
-  }
-  float r = v[0];
-#pragma unroll
-  for (int off = LPR / (2 * K); off > 0; off >>= 1) r = __fadd_rn(r, __shfl_xor_sync(kFull, r, off));
-  return r;
-}
 
 /// Inclusive prefix sum over the 32 lanes of a warp.
 __device__ __forceinline__ float prefix_sum(float v, int lane) {
