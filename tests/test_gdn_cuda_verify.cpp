@@ -171,6 +171,13 @@ void run_walk(const WalkCase& w, uint64_t seed) {
         ASSERT_LE(gdnt::head_err(got.k, rec.k, c.shape.H), tol.key) << "ring k^ of token " << t;
         ASSERT_LE(gdnt::head_err(got.g, rec.g, HV), tol.gate) << "ring g of token " << t;
       }
+      // The other ring rows (history and beyond the tokens) untouched.
+      for (int64_t l = 0; l < c.ring.rows(); ++l) {
+        if (l >= cur.h && l < cur.h + fed[r]) continue;
+        const int64_t row = ref::ring_row(cur, l, c.ring);
+        const ref::GdnRecord was = pool.record(u0, k0, g0, slot, row), is = pool.record(u1, k1, g1, slot, row);
+        ASSERT_TRUE(was.u == is.u && was.k == is.k && was.g == is.g) << "ring row " << row << " changed";
+      }
       const Vec S1 = slice(pool.state.values(), slot * n, n);
       if (cur.is_flush && cur.h > 0) {
         ++flushes;
@@ -228,6 +235,52 @@ TEST(GdnCudaVerify, RandomWalkGdnBf16K128) {
   WalkCase w;
   w.shape = Shape{"gpu-k128", 2, 4, 128, 32}, w.in = kBF16, w.L = 12, w.T = 3, w.steps = 150;
   run_walk(w, test_seed(603));
+}
+
+// A ring longer than 32 records (KDA, T = 8).
+TEST(GdnCudaVerify, RandomWalkRingLongerThan32) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  WalkCase w;
+  w.gate = Gate::kChannel, w.L = 40, w.T = 8, w.steps = 100;
+  run_walk(w, test_seed(607));
+}
+
+// Limits of the CUDA kernels the public API cannot know, and a token axis of 0: typed errors.
+TEST(GdnCudaVerify, CudaLimitsRaiseTypedErrors) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Rng rng(test_seed(608));
+  auto run = [&](const GpuCfg& c, DevPool& pool, int64_t T, int32_t count) {
+    const DevLayer layer(c, rng);
+    DevTokensT dev(c, 1, T);
+    std::vector<std::vector<ref::GdnToken>> toks(1);
+    for (int64_t t = 0; t < T; ++t) toks[0].push_back(gdnt::random_token(rng, c));
+    dev.put(toks, {1}, {count});
+    gdn::Cache cache = pool.cache();
+    gdn::verify(layer.layer, cache, pool.cursors(), dev.tokens(), dev.rows(-1, T > 0), dev.y.view());
+  };
+  GpuCfg c = make_setup(Shape{"v6", 2, 4, 64, 6}, Gate::kScalar, kF32, kF32, 8, 2);
+  c.ring = RingConfig{8, 2, RingMode::kSpeculative};
+  {
+    DevPool pool(c, c.ring.rows(), rng);
+    random_start(pool, {0, 1}, rng);
+    EXPECT_THROW(run(c, pool, 2, 2), UnsupportedError);  // V = 6: not a multiple of 4
+  }
+  c = make_setup(kGpuSmall, Gate::kScalar, kF32, kF16, 8, 2);
+  c.ring = RingConfig{8, 2, RingMode::kSpeculative};
+  {
+    DevPool pool(c, c.ring.rows(), rng);
+    random_start(pool, {0, 1}, rng);
+    EXPECT_THROW(run(c, pool, 2, 2), UnsupportedError);  // float16 checkpoint
+  }
+  c.state = kF32;
+  DevPool pool(c, c.ring.rows(), rng);
+  random_start(pool, {0, 1}, rng);
+  const DevPool::Snapshot before = pool.snapshot();
+  EXPECT_THROW(run(c, pool, 0, 1), ShapeError);  // no tokens
+  pool.set_cursor(1, Cursor{0, c.ring.L - 1, true});  // no room for 2 tokens
+  EXPECT_THROW(run(c, pool, 2, 2), SlotError);
+  EXPECT_EQ(pool.snapshot()[0], before[0]);
+  EXPECT_EQ(pool.snapshot()[1], before[1]);
 }
 
 TEST(GdnCudaVerify, RealShapesQwenAndKimi) {
@@ -356,7 +409,13 @@ TEST(GdnCudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
                   tol.state) << "snapshot of row " << r << " token " << t;
       }
     }
-    EXPECT_EQ(slice(after, 0, n), slice(st, 0, n)) << "the source state was written";
+    std::vector<bool> written(slots, false);
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t t = 0; t < fed[r] && ids[r] >= 0; ++t) written[static_cast<int64_t>(vdst[r * T + t])] = true;
+    for (int64_t sl = 0; sl < slots; ++sl)
+      if (!written[sl]) {
+        EXPECT_EQ(slice(after, sl * n, n), slice(st, sl * n, n)) << "slot " << sl << " was written";
+      }
     dev.acc.set_values({3, 0, 1});
     cuda::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view());
     EXPECT_EQ(next.values(), (Vec{vdst[2], -1, vdst[2 * T]}));

@@ -291,26 +291,31 @@ void run_walk(const Case& c, uint64_t seed) {
           for (int64_t nn = 0; nn < s.N; ++nn)
             ASSERT_EQ(decode(c.ring, after[3].data(), pool.B_at(slot, g, row) + nn), toks[b][t].B[g * s.N + nn]);
       }
-      // Records of the history and the rest of the ring untouched.
+      // Records of the history and the rest of the ring untouched (x, delta, B).
+      auto same = [&](int buf, int64_t off, int64_t n, size_t elem) {
+        return std::memcmp(after[buf].data() + off * elem, before[buf].data() + off * elem,
+                           static_cast<size_t>(n) * elem) == 0;
+      };
       for (int64_t l = 0; l < cfg.rows(); ++l) {
         if (l >= cur.h && l < cur.h + fed[b]) continue;
         const int64_t row = ref::ring_row(cur, l, cfg);
         for (int64_t h = 0; h < s.H; ++h) {
-          const size_t xs = static_cast<size_t>(s.P) * dtype_size(c.ring);
-          const size_t xo = static_cast<size_t>(pool.x_at(slot, h, row)) * dtype_size(c.ring);
-          ASSERT_EQ(std::memcmp(after[1].data() + xo, before[1].data() + xo, xs), 0) << "ring x row " << row;
+          ASSERT_TRUE(same(1, pool.x_at(slot, h, row), s.P, dtype_size(c.ring))) << "ring x row " << row;
+          ASSERT_TRUE(same(2, pool.dt_at(slot, h, row), 1, 4)) << "ring delta row " << row;
         }
+        for (int64_t g = 0; g < s.G; ++g)
+          ASSERT_TRUE(same(3, pool.B_at(slot, g, row), s.N, dtype_size(c.ring))) << "ring B row " << row;
       }
     }
     // Cursors only read; slots outside the batch untouched in every buffer.
     for (int i = 4; i < 7; ++i) ASSERT_EQ(after[i], before[i]) << "verify moved a cursor";
     for (int32_t slot = 0; slot < c.slots; ++slot) {
       if (in_batch[slot]) continue;
-      const size_t n = static_cast<size_t>(s.H * s.P * s.N) * 4, o = static_cast<size_t>(pool.state_at(slot)) * 4;
-      ASSERT_EQ(std::memcmp(after[0].data() + o, before[0].data() + o, n), 0) << "idle slot " << slot;
-      const size_t xn = static_cast<size_t>(s.H * pool.R * s.P) * dtype_size(c.ring);
-      const size_t xo = static_cast<size_t>(pool.x_at(slot, 0, 0)) * dtype_size(c.ring);
-      ASSERT_EQ(std::memcmp(after[1].data() + xo, before[1].data() + xo, xn), 0) << "idle slot ring";
+      for (int i = 0; i < 4; ++i) {  // state, ring_x, ring_dt, ring_B: every slot leads its buffer
+        const size_t per = before[i].size() / static_cast<size_t>(c.slots), o = slot * per;
+        ASSERT_EQ(std::memcmp(after[i].data() + o, before[i].data() + o, per), 0)
+            << "buffer " << i << " of idle slot " << slot;
+      }
     }
 
     // Accept 1..T_b per row (all-accept, all-reject and partial), commit on the device.
@@ -361,6 +366,14 @@ TEST(Mamba2CudaVerify, RandomWalkBf16InputsF32RingNoGateNoD) {
   Case c;
   c.in = kBF16, c.ring = kF32, c.z = false, c.D = false, c.L = 6, c.T = 3, c.steps = 200;
   run_walk(c, test_seed(503));
+}
+
+// A ring longer than 32 records: the window's second lane word of deltas and its carry.
+TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  c.L = 44, c.T = 8, c.steps = 120;
+  run_walk(c, test_seed(509));
 }
 
 // Row splits (blocks of part of a head, uneven last block) and small blocks, through the tuning
@@ -492,6 +505,59 @@ TEST(Mamba2CudaVerify, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
   }
 }
 
+// Limits of the CUDA kernels the public API cannot know: typed errors before anything runs.
+TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Rng rng(test_seed(510));
+  auto expect_msg = [](auto&& fn, const char* type, const std::string& part) {
+    try {
+      fn();
+      ADD_FAILURE() << "accepted; expected " << type << " naming " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  {  // ring_B in another dtype than ring_x (each alone passes the public API's checks)
+    const Params prm(kTiny, m2::Options{kBF16, false, true, true, true}, rng);
+    const DevLayer layer(prm);
+    const RingConfig cfg{8, 2, RingMode::kSpeculative};
+    DevPool pool(kTiny, 3, cfg.rows(), kF32, kF32, rng);
+    DeviceBuffer ringB16(kBF16, {3, kTiny.G, cfg.rows(), kTiny.N}, 99);
+    random_start(pool, cfg, {0, 1, 2}, rng);
+    DevTokens dev(prm, 2, 2);
+    dev.put({{prm.token(rng), prm.token(rng)}, {prm.token(rng), prm.token(rng)}}, {0, 2}, {2, 2});
+    mamba2::Cache cache = pool.cache();
+    cache.ring_B = ringB16.view();
+    const DevPool::Snapshot before = pool.snapshot();
+    EXPECT_THROW(mamba2::verify(layer.layer, cache, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true),
+                                dev.y.view()),
+                 DTypeError);
+    // a cursor without room for the row's tokens (the kernel would clamp it)
+    Vec h = pool.h.values();
+    h[2] = cfg.L - 1;
+    pool.h.set_values(h);
+    mamba2::Cache good = pool.cache();
+    expect_msg([&] { mamba2::verify(layer.layer, good, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
+               "SlotError", "cursors.h[2]");
+    EXPECT_EQ(pool.snapshot()[0], before[0]);
+  }
+  {  // headdim not a multiple of 8; a ring longer than 64
+    const Shape odd{4, 12, 64, 2, "4x12x64"};
+    const Params prm(odd, m2::Options{}, rng);
+    const DevLayer layer(prm);
+    for (int L : {8, 66}) {
+      const RingConfig cfg{L, 2, RingMode::kSpeculative};
+      DevPool pool(odd, 2, cfg.rows(), kF32, kF32, rng);
+      random_start(pool, cfg, {0, 1}, rng);
+      DevTokens dev(prm, 1, 2);
+      dev.put({{prm.token(rng), prm.token(rng)}}, {1}, {2});
+      mamba2::Cache cache = pool.cache();
+      expect_msg([&] { mamba2::verify(layer.layer, cache, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
+                 "UnsupportedError", L == 8 ? "headdim = 12" : "ring length L = 66");
+    }
+  }
+}
+
 // ---- the snapshot baseline ---------------------------------------------------------------------
 
 TEST(Mamba2CudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
@@ -575,6 +641,17 @@ TEST(Mamba2CudaSnapshot, SequentialStepsWithOneSnapshotPerTokenMatchOracle) {
       EXPECT_THROW(cuda::snapshot_select(dev.rows(-1, true), slots, dst.view(), dev.acc.view(), next.view()),
                    SlotError);
       ASSERT_TRUE(states.guards_intact() && dev.y.guards_intact() && next.guards_intact());
+      // A snapshot slot that is another row's source, or written twice: SlotError, nothing run.
+      for (const int at : {1, 9}) {
+        Vec bad = vdst;
+        bad[at] = at == 1 ? 4 : vdst[2 * T];  // row 3's source; row 2's first snapshot again
+        dst.set_values(bad);
+        const Vec st0 = states.values();
+        EXPECT_THROW(cm::snapshot_verify(layer.layer, states.view(), dev.tokens(), dev.rows(-1, true),
+                                         dst.view(), dev.y.view()),
+                     SlotError);
+        EXPECT_EQ(states.values(), st0);
+      }
     }
   }
 }

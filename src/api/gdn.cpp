@@ -120,6 +120,7 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
   const int64_t T_axis = op == Op::kVerify ? kAny : 1;
   expect(c.in.q, Name(name, "q"), {kAny, T_axis, H, K}, {kF32, DType::kBF16}, dev);
   const int64_t batch = c.in.q.shape[0], T = c.in.q.shape[1];
+  check<ShapeError>(T >= 1, name, " q: token axis is 0, expected at least one token per row");
   const DType dt = c.in.q.dtype;
   expect(c.in.k, Name(name, "k"), {batch, T, H, K}, {dt}, dev);
   expect(c.in.v, Name(name, "v"), {batch, T, HV, V}, {dt}, dev);

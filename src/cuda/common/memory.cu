@@ -41,6 +41,16 @@ int sm_count() {
   return n;
 }
 
+size_t max_block_smem() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 227 * 1024;
+  }
+  return static_cast<size_t>(n);
+}
+
 void* stream_create() {
   cudaStream_t s = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -16,6 +16,9 @@ void device_memset(void* dst, int byte, size_t bytes);
 void device_synchronize();
 /// Multiprocessor count of the current device (0 when there is none).
 int sm_count();
+/// Dynamic shared memory one block may opt into on the current device (227 KB on sm_90; the
+/// sm_90 value when the query fails).
+size_t max_block_smem();
 
 /// A non-blocking stream and a CUDA graph captured on it (for graph-replay tests and benches).
 void* stream_create();

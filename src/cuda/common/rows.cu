@@ -52,4 +52,24 @@ std::vector<int32_t> check_rows(const Rows& rows, int64_t batch, int64_t slots, 
   return ids;
 }
 
+void check_cursor_values(const RingCursors& cursors, const Rows& rows,
+                         const std::vector<int32_t>& ids, int64_t T, const char* op) {
+  if (!host_checks_enabled(rows) || ids.empty()) return;
+  const std::vector<int32_t> origin = download_i32(cursors.origin, rows.stream);
+  const std::vector<int32_t> h = download_i32(cursors.h, rows.stream);
+  const std::vector<int32_t> fed =
+      rows.num_tokens.empty() ? std::vector<int32_t>(ids.size(), static_cast<int32_t>(T))
+                              : download_i32(rows.num_tokens, rows.stream);
+  const int32_t R = cursors.config.rows();
+  for (size_t b = 0; b < ids.size(); ++b) {
+    const int32_t s = ids[b];
+    if (s == rows.pad_slot_id) continue;
+    check<SlotError>(origin[s] >= 0 && origin[s] < R, op, ": cursors.origin[", s, "] = ",
+                     origin[s], " (row ", b, "), expected 0 <= origin < ", R);
+    check<SlotError>(h[s] >= 0 && h[s] <= R - fed[b], op, ": cursors.h[", s, "] = ", h[s],
+                     " (row ", b, ") leaves no room for ", fed[b], " records, expected 0 <= h <= ",
+                     R - fed[b]);
+  }
+}
+
 }  // namespace replayssm::cuda

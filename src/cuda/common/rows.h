@@ -24,4 +24,11 @@ std::vector<int32_t> download_i32(const TensorView& t, void* stream);
 std::vector<int32_t> check_rows(const Rows& rows, int64_t batch, int64_t slots, int64_t T_max,
                                 const char* op);
 
+/// Speculative steps, when host_checks_enabled(rows): every real row's cursor addresses the ring
+/// with room for its T_b tokens (0 <= origin < R, 0 <= h <= R - T_b), else SlotError naming the
+/// slot (as the CPU backend; the kernels would clamp it). ids: check_rows' host copy; T: the
+/// token axis (T_b when rows.num_tokens is empty).
+void check_cursor_values(const RingCursors& cursors, const Rows& rows,
+                         const std::vector<int32_t>& ids, int64_t T, const char* op);
+
 }  // namespace replayssm::cuda

@@ -63,4 +63,28 @@ void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst
   check_launch("mamba2.snapshot_select (cuda) launch");
 }
 
+void check_snapshot_slots(const Rows& rows, const std::vector<int32_t>& ids,
+                          const TensorView& snap_dst, int64_t slots, const char* op) {
+  if (!host_checks_enabled(rows) || ids.empty()) return;
+  const std::vector<int32_t> dst = download_i32(snap_dst, rows.stream);
+  const int64_t T = snap_dst.shape[1];
+  std::vector<int64_t> owner(static_cast<size_t>(slots), -1);  // row reading / writing a slot
+  for (size_t b = 0; b < ids.size(); ++b)
+    if (ids[b] != rows.pad_slot_id) owner[ids[b]] = static_cast<int64_t>(b);
+  std::vector<bool> written(static_cast<size_t>(slots), false);
+  for (size_t b = 0; b < ids.size(); ++b) {
+    if (ids[b] == rows.pad_slot_id) continue;
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t d = dst[b * T + t];
+      if (d < 0 || d >= slots) continue;  // skipped write
+      check<SlotError>(owner[d] < 0 || owner[d] == static_cast<int64_t>(b), op, ": snap_dst[", b,
+                       ", ", t, "] = ", d, " is the source slot of row ", owner[d],
+                       ", expected a slot no other row reads");
+      check<SlotError>(!written[d], op, ": snap_dst[", b, ", ", t, "] = ", d,
+                       " is written twice in one step, expected distinct snapshot slots");
+      written[d] = true;
+    }
+  }
+}
+
 }  // namespace replayssm::cuda

@@ -8,6 +8,8 @@
 
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
+#include "cuda/common/memory.h"
+#include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/rows.h"
 #include "cuda/gdn/gdn_cuda.h"
@@ -20,7 +22,6 @@ namespace {
 
 constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
-constexpr size_t kMaxSmem = 227 * 1024;
 
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
@@ -98,7 +99,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   check_aligned(cache.ring_k, op, "ring_k");
   check_aligned(cache.ring_g, op, "ring_g");
   check_aligned(in.v, op, "v");
-  check_rows(rows, batch, cache.state.shape[0], in.q.shape[1], op);
+  const std::vector<int32_t> ids = check_rows(rows, batch, cache.state.shape[0], in.q.shape[1], op);
+  check_cursor_values(cursors, rows, ids, in.q.shape[1], op);
   if (batch == 0) return;
 
   StepParams p = token_params(layer, cache.state, in, rows, y);
@@ -113,8 +115,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
   const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
   const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
-  check<UnsupportedError>(smem <= kMaxSmem, op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
-                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  check<UnsupportedError>(smem <= max_block_smem(), op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.q.dtype == DType::kF32)
     launch_in<float>(p, d.head_k_dim, kda, KT, smem, s, op);
@@ -159,13 +161,14 @@ void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens&
   check_aligned(in.q, op, "q");
   check_aligned(in.k, op, "k");
   if (kda) check_aligned(in.a, op, "a"), check_aligned(layer.dt_bias, op, "dt_bias");
-  check_rows(rows, batch, states.shape[0], T, op);
+  const std::vector<int32_t> ids = check_rows(rows, batch, states.shape[0], T, op);
+  check_snapshot_slots(rows, ids, snap_dst, states.shape[0], op);
   if (batch == 0) return;
   StepParams p = token_params(layer, states, in, rows, y);
   p.snap_dst = snap_dst.ptr<int32_t>();
   const size_t smem = static_cast<size_t>(V * K) * sizeof(float);
-  check<UnsupportedError>(smem <= kMaxSmem, op, ": head_v_dim ", V, " needs ", smem,
-                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  check<UnsupportedError>(smem <= max_block_smem(), op, ": head_v_dim ", V, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   auto go = [&](auto kernel) {
     if (smem > 48 * 1024)

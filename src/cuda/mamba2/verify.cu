@@ -8,6 +8,8 @@
 
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
+#include "cuda/common/memory.h"
+#include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/plan_env.h"
 #include "cuda/common/rows.h"
@@ -22,7 +24,6 @@ namespace {
 constexpr DType kF32 = DType::kF32, kBF16 = DType::kBF16;
 constexpr int64_t kMaxRing = 64;  // the window's deltas are one warp's 2 x 32 lanes
 constexpr int64_t kMaxBatch = 65535;
-constexpr size_t kMaxSmem = 227 * 1024;
 
 /// The token axis padded to a compiled width.
 int padded_T(int64_t T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
@@ -166,11 +167,15 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
                           "bfloat16 inputs)");
   check<UnsupportedError>(d.headdim % 8 == 0, op, ": headdim = ", d.headdim,
                           ", expected a multiple of 8 (16-byte staging of x and z)");
+  // ring_B in the ring dtype (the public API checks each ring tensor's dtype on its own)
+  validate::expect(cache.ring_B, (std::string(op) + " ring_B").c_str(),
+                   {cache.state.shape[0], d.ngroups, R, d.d_state}, {ring}, Device::kCUDA);
   check_aligned(cache.ring_x, op, "ring_x");
   check_aligned(cache.ring_B, op, "ring_B");
   check_aligned(in.x, op, "x");
   if (!in.z.empty()) check_aligned(in.z, op, "z");
-  check_rows(rows, p.batch, cache.state.shape[0], p.Ty, op);
+  const std::vector<int32_t> ids = check_rows(rows, p.batch, cache.state.shape[0], p.Ty, op);
+  check_cursor_values(cursors, rows, ids, p.Ty, op);
   if (p.batch == 0) return;
   p.R = static_cast<int32_t>(R);
   p.ring_x = cache.ring_x.data;
@@ -185,8 +190,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
   const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block, K);
   const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
-  check<UnsupportedError>(smem <= kMaxSmem, op, ": headdim ", d.headdim, " needs ", smem,
-                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", d.headdim, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
     launch_verify<float, float>(p, d.d_state, K, plan.threads, smem, s);
@@ -203,14 +208,15 @@ void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens&
   StepParams p = token_params(layer, states, in, rows, y, op);
   validate::expect(snap_dst, (std::string(op) + " snap_dst").c_str(), {p.batch, p.Ty},
                    {DType::kI32}, Device::kCUDA);
-  check_rows(rows, p.batch, states.shape[0], p.Ty, op);
+  const std::vector<int32_t> ids = check_rows(rows, p.batch, states.shape[0], p.Ty, op);
+  check_snapshot_slots(rows, ids, snap_dst, states.shape[0], op);
   if (p.batch == 0) return;
   p.snap_dst = snap_dst.ptr<int32_t>();
   const int K = padded_T(p.Ty);
   const size_t smem =
       static_cast<size_t>(snapshot_smem_floats(p.P, static_cast<int>(layer.dims.d_state), K)) * 4;
-  check<UnsupportedError>(smem <= kMaxSmem, op, ": headdim ", p.P, " needs ", smem,
-                          " bytes of shared memory per block, expected <= ", kMaxSmem);
+  check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", p.P, " needs ", smem,
+                          " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   with_N_K(layer.dims.d_state, K, op, [&](auto n, auto k) {
     constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
