@@ -25,6 +25,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/ring_window.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/common/row_layout.cuh"
 #include "cuda/gdn/params.h"
@@ -114,15 +115,11 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   cp_async_commit();
 
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
-  int origin = p.origin[slot] % R;
-  if (origin < 0) origin += R;
-  const int hist = min(max(p.hist[slot], 0), R - Tb);
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
+  const int hist = win.hist;
   const bool flush = p.is_flush[slot] != 0;
   const int m = hist + Tb;
-  auto phys = [&](int l) {
-    const int q = origin + l;
-    return q >= R ? q - R : q;
-  };
+  auto phys = [&](int l) { return win.phys(l); };
   const float* const ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
   float* const ringg = p.ring_g + sv * R * GW;
   float* const ringu = p.ring_u + sv * R * V;
