@@ -95,27 +95,19 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
   return p;
 }
 
-/// A verify launch: headdim rows per block (a multiple of 8), threads per block, and heads of one
-/// group a block walks (the next head's checkpoint in flight while one is computed).
+/// A verify launch: headdim rows per block (a multiple of 8) and threads per block.
 struct VerifyPlan {
-  int rows_per_block = 0, threads = 0, heads_per_block = 1;
+  int rows_per_block = 0, threads = 0;
 };
 
-/// Whole heads in 256-thread blocks, one head per block; tuning runs may override:
-/// RSSM_MAMBA2_VERIFY_PLAN="split=2,threads=128,hpb=2" (split = blocks per head, rows rounded up
-/// to whole 8-row items; hpb = heads per block, dividing the heads per group).
-VerifyPlan plan_verify(const Dims& d, const char* op) {
-  const int64_t P = d.headdim;
-  VerifyPlan v{static_cast<int>(P), kVerifyMaxThreads, 1};
+/// Whole heads in 256-thread blocks; tuning runs may override: RSSM_MAMBA2_VERIFY_PLAN=
+/// "split=2,threads=128" (split = blocks per head, rows rounded up to whole 8-row items).
+VerifyPlan plan_verify(int64_t P, const char* op) {
+  VerifyPlan v{static_cast<int>(P), kVerifyMaxThreads};
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
     if (key == "split" && val > 0) v.rows_per_block = static_cast<int>((P + val - 1) / val + 7) / 8 * 8;
     if (key == "threads") v.threads = val;
-    if (key == "hpb") v.heads_per_block = val;
   });
-  const int64_t hpg = d.nheads / d.ngroups;
-  check<ConfigError>(v.heads_per_block >= 1 && hpg % v.heads_per_block == 0, op,
-                     ": verify plan heads_per_block = ", v.heads_per_block,
-                     ", expected a divisor of the heads per group ", hpg);
   check<ConfigError>(v.threads >= 64 && v.threads <= kVerifyMaxThreads && v.threads % 32 == 0, op,
                      ": verify plan threads = ", v.threads, ", expected a multiple of 32 in 64..",
                      kVerifyMaxThreads);
@@ -129,9 +121,7 @@ void launch_verify(const StepParams& p, int64_t N, int K, int threads, size_t sm
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
     launch(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
-           dim3(static_cast<unsigned>(p.H / p.heads_per_block * p.nsplit),
-                static_cast<unsigned>(p.batch)),
-           threads,
+           dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)), threads,
            smem, s, p, op);
   });
 }
@@ -195,12 +185,10 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
   const int K = padded_T(p.Ty);
-  const VerifyPlan plan = plan_verify(d, op);
+  const VerifyPlan plan = plan_verify(d.headdim, op);
   p.rows_per_block = plan.rows_per_block;
   p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
-  p.heads_per_block = plan.heads_per_block;
-  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block, K,
-                      plan.heads_per_block > 1 ? 2 : 1);
+  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block, K);
   const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", d.headdim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", max_block_smem());

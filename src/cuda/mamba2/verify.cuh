@@ -43,12 +43,11 @@ struct VerifySmem {
   int xs = 0, zs = 0;  ///< row strides of x and z
   int B = 0, C = 0, x = 0, z = 0, coef = 0, cum = 0, delta = 0, decay = 0, wf = 0, total = 0;
   /// P: the block's headdim rows (rows_per_block).
-  /// stages: checkpoint tiles (2 when a block walks several heads: the next one's in flight).
-  __host__ __device__ VerifySmem(int R, int N, int P, int K, int stages = 1) {
+  __host__ __device__ VerifySmem(int R, int N, int P, int K) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     xs = R + 1;  // odd: the staging writes (record-major) fall on distinct banks
     zs = P;
-    B = stages * P * N;
+    B = P * N;
     C = B + R * N;
     x = C + K * N;
     z = x + up4(P * xs);
@@ -215,8 +214,8 @@ __global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepPar
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, P = p.P;
-  const VerifySmem sm(R, N, p.rows_per_block, K, p.heads_per_block > 1 ? 2 : 1);
-  float* const tiles = smem;            // [stages][rows][N] checkpoint rows
+  const VerifySmem sm(R, N, p.rows_per_block, K);
+  float* const tile = smem;             // [P][N] checkpoint rows
   float* const sB = smem + sm.B;        // [R][N] window B by logical record
   float* const sC = smem + sm.C;        // [K][N] tokens' C
   float* const sx = smem + sm.x;        // [P][xs] window x by (row, logical record)
@@ -227,247 +226,224 @@ __global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepPar
   float* const sdecay = smem + sm.decay;  // [K] exp(A P_{h+s}); [K] the flush decay
   float* const swf = smem + sm.wf;        // [R] flush weights
 
-  // A block walks heads_per_block consecutive heads of one group (their split of rows), the
-  // next head's checkpoint rows in flight while a head is staged and computed.
-  const int split = blockIdx.x % p.nsplit, b = blockIdx.y;
-  const int hd0 = blockIdx.x / p.nsplit * p.heads_per_block, HPB = p.heads_per_block;
-  const int g = hd0 / p.heads_per_group;
+  const int split = blockIdx.x % p.nsplit, hd = blockIdx.x / p.nsplit, b = blockIdx.y;
+  const int g = hd / p.heads_per_group;
   const int p0 = split * p.rows_per_block;         // the block's headdim rows p0 .. p0 + nrows
   const int nrows = min(p.rows_per_block, P - p0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int lr = lane % LPR;
   const int Ty = p.Ty;
   TIn* const y = static_cast<TIn*>(p.y);
-  auto y_at = [&](int hd, int s, int r) {  // y [batch, Ty, H, P], block row r
+  auto y_at = [&](int s, int r) {  // y [batch, Ty, H, P], block row r
     return ((static_cast<int64_t>(b) * Ty + s) * p.H + hd) * P + p0 + r;
   };
 
   const int slot = p.slot_ids[b];
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
-    for (int i = tid; i < HPB * Ty * nrows; i += blockDim.x)
-      y[y_at(hd0 + i / (Ty * nrows), i / nrows % Ty, i % nrows)] = from_f32<TIn>(0.0f);
+    for (int i = tid; i < Ty * nrows; i += blockDim.x) y[y_at(i / nrows, i % nrows)] = from_f32<TIn>(0.0f);
     return;
   }
-  auto S0_of = [&](int hd) {
-    return static_cast<float*>(p.state) + ((static_cast<int64_t>(slot) * p.H + hd) * P + p0) * N;
-  };
+  const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;  // (slot, head)
+  float* const S0 = static_cast<float*>(p.state) + (sh * P + p0) * N;
+
+  // ---- phase 1: checkpoint copies, then the cursor and the window.
   const int row0 = warp * RPW + lane / LPR, rstep = nwarps * RPW;  // this thread's rows
-  // Each thread copies (and later reads, and refills) only its own chunks of a tile: no barrier
-  // guards the tiles.
-  auto request = [&](int hh) {
-    float* const tile = tiles + (hh & 1) * nrows * N;
-    const float* const S = S0_of(hd0 + hh);
-    for (int r = row0; r < nrows; r += rstep)
+  for (int r = row0; r < nrows; r += rstep)
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
-        cp_async16(tile + r * N + Lay::col(c, lr), S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
-    cp_async_commit();
-  };
-  request(0);
-  for (int hh = 0; hh < HPB; ++hh) {
-    if (hh + 1 < HPB) request(hh + 1);
-    const int hd = hd0 + hh;
-    const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;  // (slot, head)
-    float* const S0 = S0_of(hd);
-    float* const tile = tiles + (hh & 1) * nrows * N;
+    for (int c = 0; c < CPL; ++c)
+      cp_async16(tile + r * N + Lay::col(c, lr), S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+  cp_async_commit();
 
-    // ---- phase 1: the cursor and the window (the checkpoint rows are in flight).
+  // The row's token count and cursor, clamped so that even corrupt values cannot address outside
+  // the slot's ring (the host checks reject them where it may synchronise).
+  const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
+  const int hist = win.hist;
+  const bool flush = p.is_flush[slot] != 0;
+  const int m = hist + Tb;
+  auto phys = [&](int l) { return win.phys(l); };
+  const float A = A_of(p.A_log[hd]);
+  // The group's first head appends B, the first split of a head its deltas.
+  const bool owns_B = hd % p.heads_per_group == 0 && split == 0;
 
-    // The row's token count and cursor, clamped so that even corrupt values cannot address outside
-    // the slot's ring (the host checks reject them where it may synchronise).
-    const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
-    const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
-    const int hist = win.hist;
-    const bool flush = p.is_flush[slot] != 0;
-    const int m = hist + Tb;
-    auto phys = [&](int l) { return win.phys(l); };
-    const float A = A_of(p.A_log[hd]);
-    // The group's first head appends B, the first split of a head its deltas.
-    const bool owns_B = hd % p.heads_per_group == 0 && split == 0;
-
-    if (warp == 0) {  // deltas of records lane and lane + 32, appended for the tokens; prefix sums
-      float* const rdt = p.ring_dt + sh * R;
-      float d[2];
+  if (warp == 0) {  // deltas of records lane and lane + 32, appended for the tokens; prefix sums
+    float* const rdt = p.ring_dt + sh * R;
+    float d[2];
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int l = lane + 32 * u;
-        d[u] = 0.0f;
-        if (l < hist) {
-          d[u] = rdt[phys(l)];
-        } else if (l < m) {
-          const int64_t it = (static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd;
-          d[u] = delta_of(load_dt<TIn>(p, it), p.dt_bias[hd], p.softplus);
-          if (split == 0) rdt[phys(l)] = d[u];
-        }
-      }
-      const float c0 = prefix_sum(d[0], lane);
-      const float c1 = __fadd_rn(prefix_sum(d[1], lane), __shfl_sync(kFull, c0, 31));
-      if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
-      if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
-    } else {
-      stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, p0, nrows, hist, Tb, win, owns_B,
-                                  tid - 32, blockDim.x - 32);
-    }
-    __syncthreads();
-
-    // ---- phase 2: record weights x B_l·C_s (warps 1..), decays and flush weights (warp 0).
-    float cv[K][COLS];  // the tokens' C over this lane's columns (zero past T_b)
-#pragma unroll
-    for (int s = 0; s < K; ++s)
-#pragma unroll
-      for (int c = 0; c < CPL; ++c)
-#pragma unroll
-        for (int e = 0; e < VEC; e += 4) {
-          const float4 t4 = *reinterpret_cast<const float4*>(sC + s * N + Lay::col(c, lr) + e);
-          cv[s][c * VEC + e] = t4.x, cv[s][c * VEC + e + 1] = t4.y;
-          cv[s][c * VEC + e + 2] = t4.z, cv[s][c * VEC + e + 3] = t4.w;
-        }
-    const int col = lr >> SHIFT;                 // the token column this lane ends up with
-    const bool col_writer = (lr & ((1 << SHIFT) - 1)) == 0;
-    if (warp == 0) {
-      if (lane < K) sdecay[lane] = lane < Tb ? expf(fminf(__fmul_rn(A, scum[hist + lane]), 0.0f)) : 0.0f;
-      if (flush && hist > 0) {
-        const float Pf = scum[hist - 1];
-        for (int l = lane; l < hist; l += 32)
-          swf[l] = __fmul_rn(sdelta[l], expf(fminf(__fmul_rn(A, __fsub_rn(Pf, scum[l])), 0.0f)));
-        if (lane == 0) sdecay[K] = expf(fminf(__fmul_rn(A, Pf), 0.0f));
-      }
-    } else {
-      const int rec0 = (warp - 1) * RPW + lane / LPR, recstep = (nwarps - 1) * RPW;
-      const int rounds = (m + recstep - 1) / recstep;  // uniform over the warp (shuffles)
-      for (int k = 0; k < rounds; ++k) {
-        const int l = rec0 + k * recstep;
-        float part[K];
-#pragma unroll
-        for (int s = 0; s < K; ++s) part[s] = 0.0f;
-        if (l < m) {
-#pragma unroll
-          for (int c = 0; c < CPL; ++c)
-#pragma unroll
-            for (int e = 0; e < VEC; e += 4) {
-              const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(c, lr) + e);
-              const float bq[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-              for (int s = 0; s < K; ++s)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) part[s] = __fmaf_rn(bq[q], cv[s][c * VEC + e + q], part[s]);
-            }
-        }
-        const float bc = transposed_sum<K, LPR>(part, lr);
-        if (l < m && col_writer) {
-          const int t = hist + col;  // token column col sees records l <= t
-          float w = 0.0f;
-          if (col < Tb && l <= t)
-            w = __fmul_rn(__fmul_rn(sdelta[l], expf(fminf(__fmul_rn(A, __fsub_rn(scum[t], scum[l])), 0.0f))), bc);
-          scoef[l * K + col] = w;
-        }
+    for (int u = 0; u < 2; ++u) {
+      const int l = lane + 32 * u;
+      d[u] = 0.0f;
+      if (l < hist) {
+        d[u] = rdt[phys(l)];
+      } else if (l < m) {
+        const int64_t it = (static_cast<int64_t>(b) * Ty + (l - hist)) * p.H + hd;
+        d[u] = delta_of(load_dt<TIn>(p, it), p.dt_bias[hd], p.softplus);
+        if (split == 0) rdt[phys(l)] = d[u];
       }
     }
-    __syncthreads();
+    const float c0 = prefix_sum(d[0], lane);
+    const float c1 = __fadd_rn(prefix_sum(d[1], lane), __shfl_sync(kFull, c0, 31));
+    if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
+    if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
+  } else {
+    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, p0, nrows, hist, Tb, win, owns_B,
+                                tid - 32, blockDim.x - 32);
+  }
+  __syncthreads();
 
-    // ---- phase 3: per headdim row, all K outputs; flush rows fold and store the row.
-    if (hh + 1 < HPB)
-      cp_async_wait<1>();  // this head's rows (the next head's may still be in flight)
-    else
-      cp_async_wait<0>();
-    float dec[K];
+  // ---- phase 2: record weights x B_l·C_s (warps 1..), decays and flush weights (warp 0).
+  float cv[K][COLS];  // the tokens' C over this lane's columns (zero past T_b)
 #pragma unroll
-    for (int s = 0; s < K; ++s) dec[s] = sdecay[s];
-    const float Dh = p.has_D ? p.D[hd] : 0.0f;
-    // At K = 8, two rows at a time (their loads, dots and butterflies are independent); at K <= 4
-    // one (measured: two rows made T = 4 slower, 711 -> 787 µs, and T = 8 faster, 1282 -> 1133).
-    constexpr int RI = K >= 8 ? 2 : 1;
-    const int nrounds = (nrows + RI * rstep - 1) / (RI * rstep);  // uniform: shuffles
-    for (int k = 0; k < nrounds; ++k) {
-      int r[RI];
-      bool valid[RI];
-      float s0[RI][COLS], part[RI][K];
+  for (int s = 0; s < K; ++s)
 #pragma unroll
-      for (int i = 0; i < RI; ++i) {
-        r[i] = row0 + (k * RI + i) * rstep;
-        valid[i] = r[i] < nrows;
+    for (int c = 0; c < CPL; ++c)
+#pragma unroll
+      for (int e = 0; e < VEC; e += 4) {
+        const float4 t4 = *reinterpret_cast<const float4*>(sC + s * N + Lay::col(c, lr) + e);
+        cv[s][c * VEC + e] = t4.x, cv[s][c * VEC + e + 1] = t4.y;
+        cv[s][c * VEC + e + 2] = t4.z, cv[s][c * VEC + e + 3] = t4.w;
+      }
+  const int col = lr >> SHIFT;                 // the token column this lane ends up with
+  const bool col_writer = (lr & ((1 << SHIFT) - 1)) == 0;
+  if (warp == 0) {
+    if (lane < K) sdecay[lane] = lane < Tb ? expf(fminf(__fmul_rn(A, scum[hist + lane]), 0.0f)) : 0.0f;
+    if (flush && hist > 0) {
+      const float Pf = scum[hist - 1];
+      for (int l = lane; l < hist; l += 32)
+        swf[l] = __fmul_rn(sdelta[l], expf(fminf(__fmul_rn(A, __fsub_rn(Pf, scum[l])), 0.0f)));
+      if (lane == 0) sdecay[K] = expf(fminf(__fmul_rn(A, Pf), 0.0f));
+    }
+  } else {
+    const int rec0 = (warp - 1) * RPW + lane / LPR, recstep = (nwarps - 1) * RPW;
+    const int rounds = (m + recstep - 1) / recstep;  // uniform over the warp (shuffles)
+    for (int k = 0; k < rounds; ++k) {
+      const int l = rec0 + k * recstep;
+      float part[K];
+#pragma unroll
+      for (int s = 0; s < K; ++s) part[s] = 0.0f;
+      if (l < m) {
 #pragma unroll
         for (int c = 0; c < CPL; ++c)
 #pragma unroll
           for (int e = 0; e < VEC; e += 4) {
-            const float4 t4 = valid[i] ? *reinterpret_cast<const float4*>(tile + r[i] * N + Lay::col(c, lr) + e)
-                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            s0[i][c * VEC + e] = t4.x, s0[i][c * VEC + e + 1] = t4.y;
-            s0[i][c * VEC + e + 2] = t4.z, s0[i][c * VEC + e + 3] = t4.w;
+            const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(c, lr) + e);
+            const float bq[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+            for (int s = 0; s < K; ++s)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) part[s] = __fmaf_rn(bq[q], cv[s][c * VEC + e + q], part[s]);
           }
-#pragma unroll
-        for (int s = 0; s < K; ++s) {
-          float d = 0.0f;
-#pragma unroll
-          for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[i][e], cv[s][e], d);
-          part[i][s] = __fmul_rn(dec[s], d);
-        }
       }
-      for (int l = lr; l < m; l += LPR) {
-        const float4* cq = reinterpret_cast<const float4*>(scoef + l * K);
-        float cl[K];
-#pragma unroll
-        for (int s = 0; s < K; s += 4) {
-          if constexpr (K >= 4) {
-            const float4 c4 = cq[s / 4];
-            cl[s] = c4.x, cl[s + 1] = c4.y, cl[s + 2] = c4.z, cl[s + 3] = c4.w;
-          } else {
-#pragma unroll
-            for (int q = 0; q < K; ++q) cl[q] = scoef[l * K + q];
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < RI; ++i) {
-          const float xl = valid[i] ? sx[r[i] * sm.xs + l] : 0.0f;
-#pragma unroll
-          for (int s = 0; s < K; ++s) part[i][s] = __fmaf_rn(cl[s], xl, part[i][s]);
-        }
-      }
-      float sum[RI];
-#pragma unroll
-      for (int i = 0; i < RI; ++i) sum[i] = transposed_sum<K, LPR>(part[i], lr);
-#pragma unroll
-      for (int i = 0; i < RI; ++i)
-        if (valid[i] && col_writer && col < Ty) {
-          float out = 0.0f;
-          if (col < Tb)
-            out = output_of(sum[i], Dh, p.has_D, sx[r[i] * sm.xs + hist + col], p.has_z,
-                            p.has_z ? sz[col * sm.zs + r[i]] : 0.0f);
-          y[y_at(hd, col, r[i])] = from_f32<TIn>(out);
-        }
-      if (flush && hist > 0) {  // fold the committed history into the rows, store them
-        const float af = sdecay[K];
-#pragma unroll
-        for (int i = 0; i < RI; ++i)
-#pragma unroll
-          for (int e = 0; e < COLS; ++e) s0[i][e] = __fmul_rn(af, s0[i][e]);
-        for (int l = 0; l < hist; ++l) {
-          float cx[RI];
-#pragma unroll
-          for (int i = 0; i < RI; ++i) cx[i] = valid[i] ? __fmul_rn(swf[l], sx[r[i] * sm.xs + l]) : 0.0f;
-#pragma unroll
-          for (int c = 0; c < CPL; ++c)
-#pragma unroll
-            for (int e = 0; e < VEC; e += 4) {
-              const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(c, lr) + e);
-#pragma unroll
-              for (int i = 0; i < RI; ++i) {
-                float* sv = &s0[i][c * VEC + e];
-                sv[0] = __fmaf_rn(cx[i], b4.x, sv[0]), sv[1] = __fmaf_rn(cx[i], b4.y, sv[1]);
-                sv[2] = __fmaf_rn(cx[i], b4.z, sv[2]), sv[3] = __fmaf_rn(cx[i], b4.w, sv[3]);
-              }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < RI; ++i)
-          if (valid[i])
-#pragma unroll
-            for (int c = 0; c < CPL; ++c)
-              store16_stream(S0 + static_cast<int64_t>(r[i]) * N + Lay::col(c, lr), &s0[i][c * VEC]);
+      const float bc = transposed_sum<K, LPR>(part, lr);
+      if (l < m && col_writer) {
+        const int t = hist + col;  // token column col sees records l <= t
+        float w = 0.0f;
+        if (col < Tb && l <= t)
+          w = __fmul_rn(__fmul_rn(sdelta[l], expf(fminf(__fmul_rn(A, __fsub_rn(scum[t], scum[l])), 0.0f))), bc);
+        scoef[l * K + col] = w;
       }
     }
-    __syncthreads();  // the next head's staging overwrites what this head's rows read
-  }  // heads
+  }
+  __syncthreads();
+
+  // ---- phase 3: per headdim row, all K outputs; flush rows fold and store the row.
+  cp_async_wait<0>();
+  float dec[K];
+#pragma unroll
+  for (int s = 0; s < K; ++s) dec[s] = sdecay[s];
+  const float Dh = p.has_D ? p.D[hd] : 0.0f;
+  // At K = 8, two rows at a time (their loads, dots and butterflies are independent); at K <= 4
+  // one (measured: two rows made T = 4 slower, 711 -> 787 µs, and T = 8 faster, 1282 -> 1133).
+  constexpr int RI = K >= 8 ? 2 : 1;
+  const int nrounds = (nrows + RI * rstep - 1) / (RI * rstep);  // uniform: shuffles
+  for (int k = 0; k < nrounds; ++k) {
+    int r[RI];
+    bool valid[RI];
+    float s0[RI][COLS], part[RI][K];
+#pragma unroll
+    for (int i = 0; i < RI; ++i) {
+      r[i] = row0 + (k * RI + i) * rstep;
+      valid[i] = r[i] < nrows;
+#pragma unroll
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int e = 0; e < VEC; e += 4) {
+          const float4 t4 = valid[i] ? *reinterpret_cast<const float4*>(tile + r[i] * N + Lay::col(c, lr) + e)
+                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          s0[i][c * VEC + e] = t4.x, s0[i][c * VEC + e + 1] = t4.y;
+          s0[i][c * VEC + e + 2] = t4.z, s0[i][c * VEC + e + 3] = t4.w;
+        }
+#pragma unroll
+      for (int s = 0; s < K; ++s) {
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) d = __fmaf_rn(s0[i][e], cv[s][e], d);
+        part[i][s] = __fmul_rn(dec[s], d);
+      }
+    }
+    for (int l = lr; l < m; l += LPR) {
+      const float4* cq = reinterpret_cast<const float4*>(scoef + l * K);
+      float cl[K];
+#pragma unroll
+      for (int s = 0; s < K; s += 4) {
+        if constexpr (K >= 4) {
+          const float4 c4 = cq[s / 4];
+          cl[s] = c4.x, cl[s + 1] = c4.y, cl[s + 2] = c4.z, cl[s + 3] = c4.w;
+        } else {
+#pragma unroll
+          for (int q = 0; q < K; ++q) cl[q] = scoef[l * K + q];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < RI; ++i) {
+        const float xl = valid[i] ? sx[r[i] * sm.xs + l] : 0.0f;
+#pragma unroll
+        for (int s = 0; s < K; ++s) part[i][s] = __fmaf_rn(cl[s], xl, part[i][s]);
+      }
+    }
+    float sum[RI];
+#pragma unroll
+    for (int i = 0; i < RI; ++i) sum[i] = transposed_sum<K, LPR>(part[i], lr);
+#pragma unroll
+    for (int i = 0; i < RI; ++i)
+      if (valid[i] && col_writer && col < Ty) {
+        float out = 0.0f;
+        if (col < Tb)
+          out = output_of(sum[i], Dh, p.has_D, sx[r[i] * sm.xs + hist + col], p.has_z,
+                          p.has_z ? sz[col * sm.zs + r[i]] : 0.0f);
+        y[y_at(col, r[i])] = from_f32<TIn>(out);
+      }
+    if (flush && hist > 0) {  // fold the committed history into the rows, store them
+      const float af = sdecay[K];
+#pragma unroll
+      for (int i = 0; i < RI; ++i)
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) s0[i][e] = __fmul_rn(af, s0[i][e]);
+      for (int l = 0; l < hist; ++l) {
+        float cx[RI];
+#pragma unroll
+        for (int i = 0; i < RI; ++i) cx[i] = valid[i] ? __fmul_rn(swf[l], sx[r[i] * sm.xs + l]) : 0.0f;
+#pragma unroll
+        for (int c = 0; c < CPL; ++c)
+#pragma unroll
+          for (int e = 0; e < VEC; e += 4) {
+            const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(c, lr) + e);
+#pragma unroll
+            for (int i = 0; i < RI; ++i) {
+              float* sv = &s0[i][c * VEC + e];
+              sv[0] = __fmaf_rn(cx[i], b4.x, sv[0]), sv[1] = __fmaf_rn(cx[i], b4.y, sv[1]);
+              sv[2] = __fmaf_rn(cx[i], b4.z, sv[2]), sv[3] = __fmaf_rn(cx[i], b4.w, sv[3]);
+            }
+          }
+      }
+#pragma unroll
+      for (int i = 0; i < RI; ++i)
+        if (valid[i])
+#pragma unroll
+          for (int c = 0; c < CPL; ++c)
+            store16_stream(S0 + static_cast<int64_t>(r[i]) * N + Lay::col(c, lr), &s0[i][c * VEC]);
+    }
+  }
 }
 
 }  // namespace replayssm::cuda::mamba2
