@@ -24,7 +24,6 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
-#include "cuda/common/ring_window.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/layout.cuh"
@@ -113,15 +112,17 @@ __device__ __forceinline__ void store8(T* dst, const float* v) {
 template <class TIn, class TRing, int N>
 __device__ __forceinline__ void stage_window(const StepParams& p, const VerifySmem& sm, float* smem,
                                              int b, int hd, int g, int p0, int nrows, int hist,
-                                             int Tb, const RingWindow& win, bool owns_B, int t,
-                                             int nt) {
+                                             int Tb, int origin, bool owns_B, int t, int nt) {
   constexpr int U = 4;  // items per thread in flight
   const int R = p.R, P = p.P, Ty = p.Ty, m = hist + Tb;
   const int slot = p.slot_ids[b];
   const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;
   TRing* const ringx = static_cast<TRing*>(p.ring_x) + sh * R * P;
   TRing* const ringB = static_cast<TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
-  auto phys = [&](int l) { return win.phys(l); };
+  auto phys = [&](int l) {
+    const int q = origin + l;
+    return q >= R ? q - R : q;
+  };
   const int nr8 = nrows / 8;  // x and z items per record / token
   const int nB = m * (N / 8), nX = m * nr8, nC = Tb * (N / 8), nZ = p.has_z ? Tb * nr8 : 0;
   const int total = nB + nX + nC + nZ;
@@ -257,11 +258,15 @@ __global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepPar
   // The row's token count and cursor, clamped so that even corrupt values cannot address outside
   // the slot's ring (the host checks reject them where it may synchronise).
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
-  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
-  const int hist = win.hist;
+  int origin = p.origin[slot] % R;
+  if (origin < 0) origin += R;
+  const int hist = min(max(p.hist[slot], 0), R - Tb);
   const bool flush = p.is_flush[slot] != 0;
   const int m = hist + Tb;
-  auto phys = [&](int l) { return win.phys(l); };
+  auto phys = [&](int l) {
+    const int q = origin + l;
+    return q >= R ? q - R : q;
+  };
   const float A = A_of(p.A_log[hd]);
   // The group's first head appends B, the first split of a head its deltas.
   const bool owns_B = hd % p.heads_per_group == 0 && split == 0;
@@ -286,7 +291,7 @@ __global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepPar
     if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
     if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
   } else {
-    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, p0, nrows, hist, Tb, win, owns_B,
+    stage_window<TIn, TRing, N>(p, sm, smem, b, hd, g, p0, nrows, hist, Tb, origin, owns_B,
                                 tid - 32, blockDim.x - 32);
   }
   __syncthreads();
