@@ -98,6 +98,21 @@ const char* inputs_of(const std::string& family) {
   return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; random slots";
 }
 
+/// The current device's properties; a BenchError saying so plainly where there is no GPU.
+cudaDeviceProp require_device() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0)
+    throw BenchError(std::string("no CUDA device (") +
+                     (err != cudaSuccess ? cudaGetErrorString(err) : "none found") +
+                     "): replayssm_bench times CUDA kernels and needs a GPU");
+  int dev = 0;
+  BENCH_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+  return prop;
+}
+
 /// The fields every results JSON starts with (DESIGN.md §4): commit, GPU, date, copy ceiling.
 nlohmann::json results_header(const char* bench, const std::string& commit,
                               const cudaDeviceProp& prop, const CopyCeiling& copy) {
@@ -128,10 +143,7 @@ void write_json(const nlohmann::json& j, const std::string& out) {
 }
 
 int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
-  int dev = 0;
-  BENCH_CUDA(cudaGetDevice(&dev));
-  cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+  const cudaDeviceProp prop = require_device();
 
   KernelConfig cfg;
   cfg.batches = a.batches;
@@ -242,10 +254,7 @@ struct VerifyArgs {
 };
 
 int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
-  int dev = 0;
-  BENCH_CUDA(cudaGetDevice(&dev));
-  cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+  const cudaDeviceProp prop = require_device();
   VerifyConfig cfg;
   cfg.shapes = a.shapes;
   cfg.batches = a.batches;
