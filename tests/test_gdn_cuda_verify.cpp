@@ -1,12 +1,13 @@
 // GPU tests of gdn::verify on CUDA (GDN and KDA, the UT/WY chunk form in one launch) with the
-// device commit: random walks of >= 150 steps with random T, random per-row draft lengths, random
-// accepted counts and pad rows. Every step is checked against the fp64 oracle (ref::gdn_verify,
-// itself checked to equal sequential decoding) started from what the GPU stored (checkpoint,
-// ring, cursors downloaded before the step), with the CPU harness' tolerances (test_gdn_harness.h:
-// per head, relative to the head's largest value): outputs, the tokens' ring records (u, k^, g),
-// the flushed checkpoint; non-flush rows write no state, pad rows and columns past T_b are 0,
-// cursors are only read, other slots untouched, guards intact. Also: one captured graph (verify +
-// commit) equals eager launches bit for bit; bad counts are rejected. Skipped without a GPU.
+// device commit: random walks (500 steps for the GDN and KDA main cases) with random T, random per-
+// row draft lengths, random accepted counts and pad rows. Every step is checked against the fp64
+// oracle (ref::gdn_verify, itself checked to equal sequential decoding) started from what the GPU
+// stored (checkpoint, ring, cursors downloaded before the step), with the CPU harness' tolerances
+// (test_gdn_harness.h: per head, relative to the head's largest value): outputs, the tokens' ring
+// records (u, k^, g), the flushed checkpoint; non-flush rows write no state, pad rows and columns
+// past T_b are 0, cursors are only read, other slots untouched, guards intact. Also: one captured
+// graph (verify + commit) equals eager launches bit for bit; bad counts are rejected. Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #ifdef RSSM_WITH_CUDA
@@ -105,7 +106,7 @@ struct WalkCase {
   Gate gate = Gate::kScalar;
   DType in = kF32;
   bool beta_bf16 = false;
-  int L = 9, T = 4, seqs = 4, pads = 1, steps = 200;
+  int L = 9, T = 4, seqs = 4, pads = 1, steps = 500;
   int64_t slots = 8;
 };
 
@@ -225,7 +226,7 @@ TEST(GdnCudaVerify, RandomWalkGdnF32) {
 TEST(GdnCudaVerify, RandomWalkKdaBf16T8) {
   RSSM_SKIP_WITHOUT_CUDA();
   WalkCase w;
-  w.shape = kOdd, w.gate = Gate::kChannel, w.in = kBF16, w.L = 16, w.T = 8, w.steps = 150;
+  w.shape = kOdd, w.gate = Gate::kChannel, w.in = kBF16, w.L = 16, w.T = 8, w.steps = 500;
   w.beta_bf16 = true;
   run_walk(w, test_seed(602));
 }
