@@ -1,13 +1,13 @@
 // GPU tests of gdn::verify on CUDA (GDN and KDA, the UT/WY chunk form in one launch) with the
-// device commit: random walks (500 steps for the GDN and KDA main cases) with random T, random per-
-// row draft lengths, random accepted counts and pad rows. Every step is checked against the fp64
-// oracle (ref::gdn_verify, itself checked to equal sequential decoding) started from what the GPU
-// stored (checkpoint, ring, cursors downloaded before the step), with the CPU harness' tolerances
-// (test_gdn_harness.h: per head, relative to the head's largest value): outputs, the tokens' ring
-// records (u, k^, g), the flushed checkpoint; non-flush rows write no state, pad rows and columns
-// past T_b are 0, cursors are only read, other slots untouched, guards intact. Also: one captured
-// graph (verify + commit) equals eager launches bit for bit; bad counts are rejected. Skipped
-// without a GPU.
+// device commit: random walks (500 steps for the GDN and KDA main cases) with random T, random
+// per-row draft lengths, random accepted counts and pad rows. Every step is checked against the
+// fp64 oracle (ref::gdn_verify, itself checked to equal sequential decoding) started from what the
+// GPU stored (checkpoint, ring, cursors downloaded before the step), with the CPU harness'
+// tolerances (test_gdn_harness.h: per head, relative to the head's largest value): outputs, the
+// tokens' ring records (u, k^, g), the flushed checkpoint; non-flush rows write no state, pad rows
+// and columns past T_b are 0, cursors are only read, other slots untouched, guards intact. Also:
+// one captured graph (verify + commit) equals eager launches bit for bit; bad counts are rejected.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #ifdef RSSM_WITH_CUDA
