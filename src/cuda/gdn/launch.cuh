@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/gdn/conventional.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/replay.cuh"
@@ -32,12 +33,7 @@ void with_kernel_shape(int K, bool kda, const char* op, Fn&& fn) {
 template <class Kernel>
 void enqueue(Kernel kernel, const StepParams& p, const LaunchShape& ls, cudaStream_t stream,
              const char* op) {
-  if (ls.smem > 48 * 1024)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(ls.smem)),
-               (std::string(op) + ": raising the shared-memory limit").c_str());
-  kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
-  check_launch((std::string(op) + " launch").c_str());
+  launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
 }
 
 template <class TIn, class TState>

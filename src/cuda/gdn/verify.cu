@@ -11,6 +11,7 @@
 #include "cuda/common/memory.h"
 #include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/rows.h"
 #include "cuda/gdn/gdn_cuda.h"
 #include "cuda/gdn/snapshot.cuh"
@@ -26,12 +27,8 @@ constexpr int64_t kMaxBatch = 65535;
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)),
-                 (std::string(op) + ": raising the shared-memory limit").c_str());
-    kernel<<<dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)), kVerifyThreads,
-             smem, s>>>(p);
+    launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
+                     kVerifyThreads, smem, s, p, op);
   };
   switch (KT) {
     case 1: go(verify_kernel<TIn, K, 1, KDA>); break;
@@ -39,7 +36,6 @@ void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const ch
     case 4: go(verify_kernel<TIn, K, 4, KDA>); break;
     default: go(verify_kernel<TIn, K, 8, KDA>); break;
   }
-  check_launch((std::string(op) + " launch").c_str());
 }
 
 template <class TIn>
@@ -171,12 +167,8 @@ void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens&
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   auto go = [&](auto kernel) {
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)),
-                 (std::string(op) + ": raising the shared-memory limit").c_str());
-    kernel<<<dim3(static_cast<unsigned>(HV), static_cast<unsigned>(batch)), kSnapshotThreads, smem,
-             s>>>(p);
+    launch_with_smem(kernel, dim3(static_cast<unsigned>(HV), static_cast<unsigned>(batch)),
+                     kSnapshotThreads, smem, s, p, op);
   };
   const bool f32 = t == kF32;
   if (K == 64) {
@@ -186,7 +178,6 @@ void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens&
     if (kda) f32 ? go(snapshot_kernel<float, 128, true>) : go(snapshot_kernel<bf16, 128, true>);
     else f32 ? go(snapshot_kernel<float, 128, false>) : go(snapshot_kernel<bf16, 128, false>);
   }
-  check_launch((std::string(op) + " launch").c_str());
 }
 
 }  // namespace replayssm::cuda::gdn

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
@@ -35,35 +36,27 @@ void with_kernel_shape(int N, int rpt, const char* op, Fn&& fn) {
 
 template <class TIn, class TState>
 void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
-  with_kernel_shape<4, 8>(ls.N, ls.rpt, "mamba2.conventional_step (cuda)", [&](auto n, auto rpt) {
-    auto kernel = conventional_kernel<TIn, TState, decltype(n)::value, decltype(rpt)::value>;
-    if (ls.smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(ls.smem)),
-                 "mamba2.conventional_step (cuda): raising the shared-memory limit");
-    kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
+  const char* op = "mamba2.conventional_step (cuda)";
+  with_kernel_shape<4, 8>(ls.N, ls.rpt, op, [&](auto n, auto rpt) {
+    launch_with_smem(conventional_kernel<TIn, TState, decltype(n)::value, decltype(rpt)::value>,
+                     ls.grid, ls.threads, ls.smem, stream, p, op);
   });
-  check_launch("mamba2.conventional_step (cuda) launch");
 }
 
 template <class TIn, class TState, class TRing>
 void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
+  const char* op = "mamba2.replay_step (cuda)";
   auto launch = [&](auto n, auto rpt) {
     constexpr int kN = decltype(n)::value, kRpt = decltype(rpt)::value;
     auto kernel = p.group ? replay_group_kernel<TIn, TState, TRing, kN, kRpt>
                           : replay_kernel<TIn, TState, TRing, kN, kRpt>;
-    if (ls.smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(ls.smem)),
-                 "mamba2.replay_step (cuda): raising the shared-memory limit");
-    kernel<<<ls.grid, ls.threads, ls.smem, stream>>>(p);
+    launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
   };
   // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).
   if constexpr (sizeof(TState) == 4)
-    with_kernel_shape<4, 8>(ls.N, ls.rpt, "mamba2.replay_step (cuda)", launch);
+    with_kernel_shape<4, 8>(ls.N, ls.rpt, op, launch);
   else
-    with_kernel_shape<4>(ls.N, ls.rpt, "mamba2.replay_step (cuda)", launch);
-  check_launch("mamba2.replay_step (cuda) launch");
+    with_kernel_shape<4>(ls.N, ls.rpt, op, launch);
 }
 
 }  // namespace replayssm::cuda::mamba2

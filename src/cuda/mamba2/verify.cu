@@ -11,6 +11,7 @@
 #include "cuda/common/memory.h"
 #include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/plan_env.h"
 #include "cuda/common/rows.h"
 #include "cuda/mamba2/mamba2_cuda.h"
@@ -42,17 +43,6 @@ void with_N_K(int64_t N, int K, const char* op, Fn&& fn) {
   if (N == 128) return by_k(std::integral_constant<int, 128>{});
   throw UnsupportedError(std::string(op) + ": d_state " + std::to_string(N) +
                          " is not compiled, expected 64 or 128");
-}
-
-template <class Kernel>
-void launch(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t s,
-            const StepParams& p, const char* op) {
-  if (smem > 48 * 1024)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               (std::string(op) + ": raising the shared-memory limit").c_str());
-  kernel<<<grid, threads, smem, s>>>(p);
-  check_launch((std::string(op) + " launch").c_str());
 }
 
 /// The arguments every speculative launch shares, filled after the checks of `op`.
@@ -120,7 +110,7 @@ void launch_verify(const StepParams& p, int64_t N, int K, int threads, size_t sm
                    cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
-    launch(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
+    launch_with_smem(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
            dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)), threads,
            smem, s, p, op);
   });
@@ -222,9 +212,9 @@ void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens&
     constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
     const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.batch));
     if (in.x.dtype == kF32)
-      launch(snapshot_kernel<float, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
+      launch_with_smem(snapshot_kernel<float, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
     else
-      launch(snapshot_kernel<bf16, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
+      launch_with_smem(snapshot_kernel<bf16, kN, kK>, grid, kSnapshotThreads, smem, s, p, op);
   });
 }
 

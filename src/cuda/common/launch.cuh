@@ -1,0 +1,24 @@
+// The launch of one kernel with dynamic shared memory, shared by every family's launchers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/check.cuh"
+
+namespace replayssm::cuda {
+
+/// Enqueues kernel<<<grid, threads, smem, stream>>>(p), first raising the kernel's dynamic
+/// shared-memory limit when smem exceeds the 48 KB default; a failure is a DeviceError naming op.
+template <class Kernel, class Params>
+void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                      const Params& p, const char* op) {
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               (std::string(op) + ": raising the shared-memory limit").c_str());
+  kernel<<<grid, threads, smem, stream>>>(p);
+  check_launch((std::string(op) + " launch").c_str());
+}
+
+}  // namespace replayssm::cuda
