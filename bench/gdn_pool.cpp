@@ -9,8 +9,6 @@ namespace {
 
 constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
 
-size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
-
 }  // namespace
 
 GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,

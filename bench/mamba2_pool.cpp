@@ -12,8 +12,6 @@ namespace {
 
 constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
 
-size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
-
 TensorView view(const DeviceMemory& m, int64_t offset_bytes, DType t,
                 std::initializer_list<int64_t> shape) {
   return device_view(m, offset_bytes, t, shape);

@@ -6,7 +6,6 @@
 namespace replayssm::bench {
 namespace {
 constexpr DType kI32 = DType::kI32, kI8 = DType::kI8;
-size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
 }  // namespace
 
 TensorView device_view(const DeviceMemory& m, int64_t offset_bytes, DType t,

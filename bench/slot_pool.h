@@ -14,6 +14,9 @@
 
 namespace replayssm::bench {
 
+/// Bytes of n elements of dtype t.
+inline size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
+
 /// A view of `shape` at byte `offset_bytes` of device allocation m.
 TensorView device_view(const DeviceMemory& m, int64_t offset_bytes, DType t,
                        std::initializer_list<int64_t> shape);

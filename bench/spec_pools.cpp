@@ -16,8 +16,6 @@ namespace {
 
 constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32, kI32 = DType::kI32, kI8 = DType::kI8;
 
-size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
-
 /// A bf16 buffer of n random values in [lo, hi).
 DeviceMemory random_bf16(int64_t n, float lo, float hi, uint64_t seed, cudaStream_t s) {
   DeviceMemory m(nbytes(n, kBF16));

@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <memory>
 #include <vector>
 
 #include "cuda/common/snapshot_select.h"
@@ -15,8 +14,6 @@ namespace replayssm::bench {
 namespace {
 
 constexpr DType kF32 = DType::kF32, kI32 = DType::kI32;
-
-size_t nbytes(int64_t n, DType t) { return static_cast<size_t>(n * dtype_size(t)); }
 
 /// Mean history and flush fraction per step of rows starting at the given phases and accepting
 /// `accept` tokens of T every step (ring.h's rule, simulated over many steps): the byte model of

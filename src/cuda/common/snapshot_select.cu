@@ -40,9 +40,8 @@ void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst
                    {DType::kI32}, Device::kCUDA);
   validate::expect(next_slot_ids, (std::string(op) + " next_slot_ids").c_str(), {batch},
                    {DType::kI32}, Device::kCUDA);
-  check_rows(rows, batch, slots, T, op);
-  if (host_checks_enabled(rows)) {  // counts outside 1..T_b are an error, never an offset
-    const std::vector<int32_t> ids = download_i32(rows.slot_ids, rows.stream);
+  const std::vector<int32_t> ids = check_rows(rows, batch, slots, T, op);  // host copy, if any
+  if (!ids.empty()) {  // counts outside 1..T_b are an error, never an offset
     const std::vector<int32_t> n = download_i32(num_accepted, rows.stream);
     const std::vector<int32_t> fed =
         rows.num_tokens.empty() ? std::vector<int32_t>(batch, static_cast<int32_t>(T))
@@ -60,7 +59,7 @@ void snapshot_select(const Rows& rows, int64_t slots, const TensorView& snap_dst
       rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>(),
       num_accepted.ptr<int32_t>(), next_slot_ids.ptr<int32_t>(), static_cast<int32_t>(batch),
       static_cast<int32_t>(T), static_cast<int32_t>(std::min<int64_t>(slots, INT32_MAX)));
-  check_launch("mamba2.snapshot_select (cuda) launch");
+  check_launch((std::string(op) + " launch").c_str());
 }
 
 void check_snapshot_slots(const Rows& rows, const std::vector<int32_t>& ids,
