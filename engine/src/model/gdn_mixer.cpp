@@ -51,21 +51,12 @@ class GdnMixer final : public Mixer {
     // State precision mode: checkpoint (or shared state) in its format, read copy, SR keys; split
     // modes also keep each record's raw v and beta (the flush recomputes u from the checkpoint).
     modes_.allocate(ssm_.state_mode, slots_, Hv, dv, dk, ssm_.ssm_layers++);
-    cache_.mode = ssm_.state_mode;
-    if (!cache_.mode.is_default()) {
-      state_.clear();
-      state_.shrink_to_fit();
-      const StateBuffer st = modes_.state_buffer();
-      cache_.state = st.values;
-      cache_.state_scales = st.scales;
-      cache_.read = modes_.read_buffer();
-      cache_.sr = modes_.sr();
-      if (cache_.mode.is_split()) {
-        ring_v_.assign(slots_ * Hv * R * dv, 0.0f);
-        ring_beta_.assign(slots_ * Hv * R, 0.0f);
-        cache_.ring_v = make_view(ring_v_.data(), DType::kF32, {slots_, Hv, R, dv});
-        cache_.ring_beta = make_view(ring_beta_.data(), DType::kF32, {slots_, Hv, R});
-      }
+    modes_.bind(cache_, state_);
+    if (cache_.mode.is_split()) {
+      ring_v_.assign(slots_ * Hv * R * dv, 0.0f);
+      ring_beta_.assign(slots_ * Hv * R, 0.0f);
+      cache_.ring_v = make_view(ring_v_.data(), DType::kF32, {slots_, Hv, R, dv});
+      cache_.ring_beta = make_view(ring_beta_.data(), DType::kF32, {slots_, Hv, R});
     }
   }
 

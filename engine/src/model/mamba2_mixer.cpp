@@ -48,16 +48,7 @@ class Mamba2Mixer final : public Mixer {
       snap_.allocate(slots_, ssm_.spec_T, c_.nheads * c_.headdim * c_.d_state);
     // State precision mode: checkpoint (or shared state) in its format, read copy, SR keys.
     modes_.allocate(ssm_.state_mode, slots_, c_.nheads, c_.headdim, c_.d_state, ssm_.ssm_layers++);
-    cache_.mode = ssm_.state_mode;
-    if (!cache_.mode.is_default()) {
-      state_.clear();
-      state_.shrink_to_fit();
-      const StateBuffer st = modes_.state_buffer();
-      cache_.state = st.values;
-      cache_.state_scales = st.scales;
-      cache_.read = modes_.read_buffer();
-      cache_.sr = modes_.sr();
-    }
+    modes_.bind(cache_, state_);
   }
 
   void forward(const float* x, float* out, const Batch& batch) override {

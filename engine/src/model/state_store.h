@@ -43,6 +43,20 @@ struct ModeStore {
   StateBuffer state_buffer() { return state.buffer(); }
   StateBuffer read_buffer() { return mode.has_read_copy() ? read.buffer() : StateBuffer{}; }
   SrKeys sr();
+  /// Points a layer cache (mamba2::Cache or gdn::Cache) at this store for its mode; outside
+  /// fp32/fp32 the mixer's own float32 state is released (the store holds the state then).
+  template <class Cache>
+  void bind(Cache& cache, std::vector<float>& fp32_state) {
+    cache.mode = mode;
+    if (mode.is_default()) return;
+    fp32_state.clear();
+    fp32_state.shrink_to_fit();
+    const StateBuffer st = state_buffer();
+    cache.state = st.values;
+    cache.state_scales = st.scales;
+    cache.read = read_buffer();
+    cache.sr = sr();
+  }
 };
 
 /// The SR seed of (layer, slot): splitmix64 of both, as int64.
