@@ -19,10 +19,11 @@ struct GdnFamily {
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   gdn::Dims dims;
-  DType state, read;
+  DType state;
+  StateFormat read;
   StepBytes bytes;
 
-  GdnFamily(const GdnShape& s, DType st, DType rd)
+  GdnFamily(const GdnShape& s, DType st, StateFormat rd)
       : family(s.family),
         ssm_family(s.gate() == gdn::Gate::kChannel ? SsmFamily::kKda : SsmFamily::kGdn),
         dims{s.H, s.HV, s.K, s.V, s.gate()},
@@ -31,8 +32,8 @@ struct GdnFamily {
         bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
                         dtype_size(st))) {
     // Split modes: ordinary steps read the copy and append v and beta (fp32) to the record.
-    if (rd != DType::kF32) {
-      bytes.copy_bytes = s.HV * s.V * s.K * dtype_size(rd);
+    if (rd != StateFormat::kFp32) {
+      bytes.copy_bytes = s.HV * s.V * s.K * dtype_size(read_dtype16(rd));
       bytes.record_bytes += s.HV * s.V * 4 + s.HV * 4;
     }
   }

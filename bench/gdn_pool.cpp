@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "device_fill.h"
+#include "kernel_points.h"
 
 namespace replayssm::bench {
 namespace {
@@ -12,12 +13,13 @@ constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
 }  // namespace
 
 GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-                 cudaStream_t stream, DType read)
+                 cudaStream_t stream, StateFormat read_format)
     : batch_(batch),
       calls_(calls),
       nslots_(batch * calls),
       state_t_(state),
-      read_t_(read),
+      read_t_(read_format == StateFormat::kFp32 ? DType::kF32 : read_dtype16(read_format)),
+      read_f_(read_format),
       seed_(seed),
       stream_(stream),
       rng_(seed) {
@@ -43,9 +45,9 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
   const int64_t nstate = nslots_ * HV * V * K;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
-  if (read != kF32) {  // the split mode's read copy (its values do not change the timing)
-    read_ = DeviceMemory(nbytes(nstate, read));
-    fill_uniform(read_.get(), read, nstate, -1.0f, 1.0f, seed_ + 6, stream);
+  if (read_t_ != kF32) {  // the split mode's read copy (its values do not change the timing)
+    read_ = DeviceMemory(nbytes(nstate, read_t_));
+    fill_uniform(read_.get(), read_t_, nstate, -1.0f, 1.0f, seed_ + 6, stream);
   }
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.

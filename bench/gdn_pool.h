@@ -22,7 +22,7 @@ class GdnPool {
   /// read: the split mode's 16-bit read copy (kBF16 / kF16: fp32/bf16, fp32/fp16) with ring v
   /// and beta, or kF32 for none.
   GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-          cudaStream_t stream, DType read = DType::kF32);
+          cudaStream_t stream, StateFormat read = StateFormat::kFp32);
 
   /// (Re)allocates and fills the ring for ring length L (fp32 u, k^, g).
   void set_ring(int L);
@@ -44,7 +44,7 @@ class GdnPool {
   int calls() const { return slots_->calls(); }
   int64_t slots() const { return slots_->slots(); }
   DType state_dtype() const { return state_t_; }
-  DType read_dtype() const { return read_t_; }
+  StateFormat read_format() const { return read_f_; }
 
  private:
   int64_t gw() const { return layer_.dims.gate == gdn::Gate::kChannel ? layer_.dims.head_k_dim : 1; }
@@ -56,7 +56,8 @@ class GdnPool {
   int64_t batch_;
   int calls_;
   int64_t nslots_;
-  DType state_t_, read_t_;
+  DType state_t_, read_t_;  // read_t_: the 16-bit read copy's dtype (kF32: none)
+  StateFormat read_f_;
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;

@@ -16,12 +16,12 @@ int calls_per_graph(double smallest_call_bytes) {
   return static_cast<int>(std::clamp(r, 2.0, 64.0));
 }
 
-std::string state_name(DType t, DType read) {
-  if (read != DType::kF32) {
-    if (t != DType::kF32 || (read != DType::kBF16 && read != DType::kF16))
-      throw BenchError(std::string("read copy ") + dtype_name(read) + " of a " + dtype_name(t) +
-                       " checkpoint is not benchmarked");
-    return read == DType::kBF16 ? "fp32/bf16" : "fp32/fp16";
+std::string state_name(DType t, StateFormat read) {
+  if (read != StateFormat::kFp32) {
+    if (t != DType::kF32 || read == StateFormat::kFp16Sr)
+      throw BenchError(std::string("read copy ") + state_format_name(read) + " of a " +
+                       dtype_name(t) + " checkpoint is not benchmarked");
+    return std::string("fp32/") + state_format_name(read);
   }
   switch (t) {
     case DType::kF32:
@@ -33,6 +33,13 @@ std::string state_name(DType t, DType read) {
     default:
       throw BenchError(std::string("state dtype ") + dtype_name(t) + " is not benchmarked");
   }
+}
+
+DType read_dtype16(StateFormat read) {
+  if (read == StateFormat::kBf16) return DType::kBF16;
+  if (read == StateFormat::kFp16) return DType::kF16;
+  throw BenchError(std::string("a ") + state_format_name(read) +
+                   " read copy is not benchmarked here, expected bf16 or fp16");
 }
 
 std::vector<std::pair<int, bool>> ring_lengths(const KernelConfig& cfg, int64_t batch) {

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "replayssm/precision.h"
 #include <vector>
 
 #include "byte_model.h"
@@ -30,8 +32,8 @@ struct KernelConfig {
   std::vector<int> sweep_L;             ///< L sweep: dispatcher route, every mode
   std::vector<int64_t> sweep_batches;
   DType state = DType::kF32;            ///< state / checkpoint dtype
-  DType read = DType::kF32;             ///< split modes (Mamba-2): the read copy's dtype, else
-                                        ///< kF32 (no copy)
+  StateFormat read = StateFormat::kFp32;  ///< split modes: the read copy's format, else kFp32
+                                          ///< (no copy; quantised copies: Mamba-2 only)
   uint64_t seed = 1;
   TimingConfig timing;
   double copy_gbps = 0;                 ///< for pct_copy_bw
@@ -45,7 +47,9 @@ int calls_per_graph(double smallest_call_bytes);
 
 /// "fp32/fp32", "fp32/bf16" (a split read copy) etc.; throws BenchError for a dtype not
 /// benchmarked.
-std::string state_name(DType t, DType read = DType::kF32);
+std::string state_name(DType t, StateFormat read = StateFormat::kFp32);
+/// The dtype of a 16-bit read copy's values; BenchError for any other format.
+DType read_dtype16(StateFormat read);
 /// Main and sweep batches, sorted, each once.
 std::vector<int64_t> all_batches(const KernelConfig& cfg);
 /// The L values a batch is measured at, each with whether every route runs (main points) or only
@@ -63,7 +67,8 @@ double run_bytes_per_shape(const KernelConfig& cfg, const StepBytes& bm, int nro
 struct PoolStats {
   int64_t batch, slots;
   int calls;
-  DType state, read;
+  DType state;
+  StateFormat read;
 };
 
 /// Times one graph and fills the measured part of a row: per-call µs (replay time over R calls and
@@ -94,7 +99,7 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
     const int R = calls_per_graph(static_cast<double>(bm.ordinary(0)) * batch);
     auto pool = fam.make_pool(batch, R, cfg.seed + 1000003ull * batch, s);
     const PoolStats ps{pool->batch(), pool->slots(), pool->calls(), pool->state_dtype(),
-                       pool->read_dtype()};
+                       pool->read_format()};
     const auto poison = [&] { pool->poison_outputs(); };
     const auto check = [&](const std::string& w) { pool->check_finite(w); };
     const std::string where = fmt::format("{} batch {}", shape, batch);

@@ -57,18 +57,20 @@ std::string utc_now() {
   return buf;
 }
 
+constexpr const char* kStates = "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4";
+
 DType state_dtype(const std::string& s) {
-  if (s == "fp32" || s == "fp32/bf16" || s == "fp32/fp16") return DType::kF32;
+  if (s == "fp32" || s == "fp32/bf16" || s == "fp32/fp16" || s == "fp32/fp8" ||
+      s == "fp32/nvfp4")
+    return DType::kF32;
   if (s == "fp16") return DType::kF16;
   if (s == "bf16") return DType::kBF16;
-  throw BenchError("--state " + s + ": expected fp32, fp16, bf16, fp32/bf16 or fp32/fp16");
+  throw BenchError("--state " + s + ": expected " + kStates);
 }
 
-/// The read copy of a split mode (fp32/bf16, fp32/fp16), else kF32.
-DType read_dtype(const std::string& s) {
-  if (s == "fp32/bf16") return DType::kBF16;
-  if (s == "fp32/fp16") return DType::kF16;
-  return DType::kF32;
+/// The read copy of a split mode (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4), else kFp32.
+StateFormat read_format(const std::string& s) {
+  return s.find('/') == std::string::npos ? StateFormat::kFp32 : parse_state_mode(s).read;
 }
 
 /// The families a --family value runs, in order.
@@ -160,7 +162,7 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   if (a.no_sweep) cfg.sweep_L.clear(), cfg.sweep_batches.clear();
   if (a.replays > 0) cfg.timing.timed_replays = a.replays;
   cfg.state = state_dtype(a.state);
-  cfg.read = read_dtype(a.state);
+  cfg.read = read_format(a.state);
   cfg.seed = a.seed;
 
   // One config per family run (same points, its own shapes).
@@ -334,9 +336,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
   k->add_option("--state", a.state,
-                "state / checkpoint dtype, or a split mode with a 16-bit read copy (fp32/bf16, "
-                "fp32/fp16)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16"}));
+                "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
+                "fp32/fp16; Mamba-2 also fp32/fp8, fp32/nvfp4)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16", "fp32/fp8",
+                             "fp32/nvfp4"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
   k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");
   k->add_option("--seed", a.seed, "random seed of inputs, slots and phases");

@@ -19,15 +19,16 @@ struct Mamba2Family {
   /// The routes each main point is measured with: the dispatcher's choice, then each forced.
   std::vector<Route> routes = {Route::kAuto, Route::kOutputOnly, Route::kStateAndOutput};
   mamba2::Dims dims;
-  DType state, read;
+  DType state;
+  StateFormat read;
   StepBytes bytes;
 
-  Mamba2Family(const Mamba2Shape& s, DType st, DType rd)
+  Mamba2Family(const Mamba2Shape& s, DType st, StateFormat rd)
       : dims{s.H, s.P, s.N, s.G},
         state(st),
         read(rd),
         bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {
-    if (rd != DType::kF32) bytes.copy_bytes = s.H * s.P * s.N * dtype_size(rd);
+    if (rd != StateFormat::kFp32) bytes.copy_bytes = state_format_bytes(rd, s.H, s.P, s.N);
   }
 
   static const char* route_name(Route r) { return cm::route_name(r); }
@@ -38,7 +39,14 @@ struct Mamba2Family {
   cm::Plan plan_conventional(int64_t batch) const {
     return cm::plan_conventional(dims, batch, state);
   }
-  cm::Plan plan_replay(int64_t batch, int L) const { return cm::plan_replay(dims, batch, L, state); }
+  /// The ordinary launch's plan (split modes: over the read copy).
+  cm::Plan plan_replay(int64_t batch, int L) const {
+    const int bits = read == StateFormat::kFp8     ? 8
+                     : read == StateFormat::kNvfp4 ? 4
+                     : read != StateFormat::kFp32  ? 16
+                                                   : static_cast<int>(8 * dtype_size(state));
+    return cm::plan_replay_bits(dims, batch, L, bits);
+  }
   static cm::Plan with_route(Route r) {
     cm::Plan p;
     p.route = r;

@@ -20,10 +20,10 @@ namespace replayssm::bench {
 
 class Mamba2Pool {
  public:
-  /// read: the split mode's 16-bit read copy (kBF16 / kF16: modes fp32/bf16, fp32/fp16), or
-  /// kF32 for none.
+  /// read: the split mode's read copy (bf16, fp16, fp8 or nvfp4 with a float32 checkpoint), or
+  /// kFp32 for none.
   Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-             cudaStream_t stream, DType read = DType::kF32);
+             cudaStream_t stream, StateFormat read = StateFormat::kFp32);
 
   /// (Re)allocates and fills the ring for ring length L (bf16 x and B, fp32 delta).
   void set_ring(int L);
@@ -50,7 +50,7 @@ class Mamba2Pool {
   int64_t slots() const { return slots_->slots(); }
   int L() const { return slots_->L(); }
   DType state_dtype() const { return state_t_; }
-  DType read_dtype() const { return read_t_; }
+  StateFormat read_format() const { return read_; }
 
  private:
   mamba2::Tokens tokens(int r) const;
@@ -61,14 +61,15 @@ class Mamba2Pool {
   int64_t batch_;
   int calls_;
   int64_t nslots_;
-  DType state_t_, read_t_;
+  DType state_t_;
+  StateFormat read_;
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;
   std::mt19937_64 rng_;
   std::unique_ptr<SlotPool> slots_;  // made after the parameters (their draws come first)
   DeviceMemory A_log_, dt_bias_, D_;
-  DeviceMemory state_, read_;
+  DeviceMemory state_, copy_, copy_scales_, copy_global_;  // checkpoint; read copy (split modes)
   DeviceMemory x_, dt_, B_, C_, y_;
   DeviceMemory ring_x_, ring_dt_, ring_B_;
 };

@@ -87,7 +87,7 @@ void run_shape(const VerifyConfig& cfg, const Shape& sh, std::vector<nlohmann::j
     const int calls = calls_per_graph(static_cast<double>(bm.state()) * batch);
     Pool pool(sh, batch, calls, verify_ring_length(cfg, Tmax), Tmax,
               cfg.timing.seed + 7919ull * batch, s);
-    const PoolStats ps{batch, pool.slots(), calls, kF32, kF32};
+    const PoolStats ps{batch, pool.slots(), calls, kF32, StateFormat::kFp32};
     const std::string where = fmt::format("{} batch {}", sh.name, batch);
 
     // One ordinary ReplaySSM decode step: every row at h = L/2 - 1 (mean history of a window).

@@ -161,7 +161,8 @@ Call check_call(const Layer& layer, const Cache& cache, const RingCursors* cur, 
                             !cur                              ? validate::StateOp::kConventional
                             : mode == RingMode::kSpeculative ? validate::StateOp::kVerify
                                                               : validate::StateOp::kReplay,
-                            call.device, op, /*cuda_split16=*/true);
+                            call.device, op, /*cuda_split16=*/true,
+                            /*cuda_quant=*/true);
   if (cur) {
     cur->config.validate();
     check<ConfigError>(cur->config.mode == mode, op, ": ring mode is ",
@@ -221,7 +222,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 void reset_slots(Cache& cache, const Rows& rows) {
   const char* op = "mamba2.reset_slots";
   const Device dev = validate::common_device({&cache.state, &rows.slot_ids}, op);
-  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, op, /*cuda_split16=*/true);
+  validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, op, /*cuda_split16=*/true,
+                            /*cuda_quant=*/true);
   if (!cache.mode.is_default()) {
     // The state's head sizes are taken from the state itself (reset has no layer); n from the
     // values (nvfp4: two elements per byte).

@@ -13,10 +13,11 @@ enum class StateOp { kConventional, kReplay, kVerify, kReset };
 
 /// Throws when `op` cannot run `mode` on `device`: UnsupportedError for any mode other than
 /// fp32/fp32 on CUDA (kernels not written yet; with cuda_split16, the fp32/bf16 and fp32/fp16
-/// replay and reset of the CUDA group kernels are allowed) and for verify outside fp32/fp32; ConfigError for
-/// a split mode in the conventional step or a shared baseline in a replay step.
+/// replay and reset of the CUDA group kernels are allowed, with cuda_quant fp32/fp8 and
+/// fp32/nvfp4) and for verify outside fp32/fp32; ConfigError for a split mode in the conventional
+/// step or a shared baseline in a replay step.
 void state_mode_runs(const StateMode& mode, StateOp op, Device device, const char* op_name,
-                     bool cuda_split16 = false);
+                     bool cuda_split16 = false, bool cuda_quant = false);
 
 /// Checks one [slots, heads, rows, n] buffer in format f: values (dtype and shape of the format)
 /// and the scales the format needs. `name` names the buffer in messages ("state", "read").

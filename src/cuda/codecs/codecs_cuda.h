@@ -25,6 +25,25 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream);
 void fp8_encode(const TensorView& x, const Fp8Rows& out, void* stream);
 void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream);
 
+/// The rows of a replay step whose slots flush this step (read on the device, so that one CUDA
+/// graph serves every mix of rows): batch row b encodes when s = slot_ids[b] is in [0, slots) and
+/// is_flush[s] != 0; a slot holds `heads` groups (one (slot, head) each).
+struct FlushedRows {
+  const int32_t* slot_ids = nullptr;  ///< [batch]
+  const int8_t* is_flush = nullptr;   ///< [slots]
+  int32_t batch = 0, slots = 0, heads = 0;
+};
+
+/// Derives a split mode's NVFP4 read copy after a flush: for every flushing slot s and head h,
+/// group g = s * heads + h of x (float32 [slots * heads, group_rows * n], the new checkpoint) is
+/// encoded exactly as nvfp4_encode encodes it into group g of `out` (group_rows as out's).
+/// Other slots are not touched. Grid (heads, batch), one block per group.
+void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
+                          const Nvfp4& out, void* stream);
+/// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does.
+void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
+                        const Fp8Rows& out, void* stream);
+
 /// One thread per four consecutive elements of a row (one curand4 draw).
 void f16_sr_encode(const TensorView& x, const SrKey& key, const TensorView& y, void* stream);
 

@@ -27,6 +27,28 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
+/// Grid (x: head, y: batch row), one warp per row: the rows of (slot, head) of a flushing row's
+/// slot, rows_per_group rows of n floats each.
+__global__ void __launch_bounds__(kCodecThreads)
+    encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
+                          FlushedRows rows, uint8_t* __restrict__ codes,
+                          float* __restrict__ scales) {
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group;
+  const int lane = threadIdx.x % 32;
+  for (int64_t i = threadIdx.x / 32; i < rows_per_group; i += kCodecThreads / 32) {
+    const float* xr = x + (r0 + i) * n;
+    float amax = 0.0f;
+    for (int64_t j = lane; j < n; j += 32) amax = codec::amax_step(amax, xr[j]);
+    for (int off = 16; off > 0; off >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float s = codec::fp8_row_scale(amax);
+    if (lane == 0) scales[r0 + i] = s;
+    for (int64_t j = lane; j < n; j += 32) codes[(r0 + i) * n + j] = codec::fp8_encode(xr[j], s);
+  }
+}
+
 /// One thread per element of the flat [rows, n] array.
 __global__ void decode_kernel(const uint8_t* __restrict__ codes, const float* __restrict__ scales,
                               int64_t total, int64_t n, float* __restrict__ y) {
@@ -53,6 +75,15 @@ void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream) {
                   static_cast<cudaStream_t>(stream)>>>(
       in.codes.ptr<uint8_t>(), in.scales.ptr<float>(), total, y.shape[1], y.ptr<float>());
   check_launch("codecs.fp8_decode kernel");
+}
+
+void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
+                        const Fp8Rows& out, void* stream) {
+  if (rows.batch == 0 || rows.heads == 0) return;
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+                          kCodecThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
+  check_launch("codecs.fp8_encode_flushed kernel");
 }
 
 }  // namespace replayssm::cuda::codecs

@@ -12,41 +12,61 @@ namespace {
 
 constexpr int kThreads = kCodecThreads;
 
+/// Encodes one group of group_elems contiguous floats (all kThreads threads of the block call it;
+/// `smem` is reused after it returns).
+__device__ __forceinline__ void encode_group(const float* __restrict__ xg, int64_t group_elems,
+                                             uint8_t* __restrict__ codes,
+                                             uint8_t* __restrict__ scales, float* global,
+                                             float* smem) {
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < group_elems; i += kThreads) amax = codec::amax_step(amax, xg[i]);
+  const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
+  if (threadIdx.x == 0) *global = s2;
+  const int64_t nblocks = group_elems / 16;
+  for (int64_t b = threadIdx.x; b < nblocks; b += kThreads) {
+    float v[16];
+    const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
+    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float4 f = src[k];
+        v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
+    }
+    uint8_t c[8];
+    scales[b] = codec::nvfp4_encode_block(v, s2, c);
+    uint8_t* dst = codes + b * 8;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) dst[k] = c[k];
+  }
+  __syncthreads();  // smem is reused by the next group
+}
+
 /// Grid: one block per group of group_rows rows (group_elems = group_rows * n contiguous floats).
 __global__ void __launch_bounds__(kThreads)
     encode_kernel(const float* __restrict__ x, int64_t groups, int64_t group_elems,
                   uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                   float* __restrict__ globals) {
   __shared__ float smem[kThreads / 32];
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const float* xg = x + g * group_elems;
-    float amax = 0.0f;
-    for (int64_t i = threadIdx.x; i < group_elems; i += kThreads)
-      amax = codec::amax_step(amax, xg[i]);
-    const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
-    if (threadIdx.x == 0) globals[g] = s2;
-    const int64_t nblocks = group_elems / 16;
-    for (int64_t b = threadIdx.x; b < nblocks; b += kThreads) {
-      float v[16];
-      const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
-      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float4 f = src[k];
-          v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
-      }
-      uint8_t c[8];
-      scales[g * nblocks + b] = codec::nvfp4_encode_block(v, s2, c);
-      uint8_t* dst = codes + (g * group_elems + b * 16) / 2;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) dst[k] = c[k];
-    }
-    __syncthreads();  // smem is reused by the next group
-  }
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x)
+    encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
+                 scales + g * (group_elems / 16), globals + g, smem);
+}
+
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot.
+__global__ void __launch_bounds__(kThreads)
+    encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
+                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
+                          float* __restrict__ globals) {
+  __shared__ float smem[kThreads / 32];
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
+  encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
+               scales + g * (group_elems / 16), globals + g, smem);
 }
 
 /// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
@@ -83,6 +103,16 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
       in.codes.ptr<uint8_t>(), in.block_scales.ptr<uint8_t>(), in.global_scales.ptr<float>(), bytes,
       n, in.group_rows, y.ptr<float>());
   check_launch("codecs.nvfp4_decode kernel");
+}
+
+void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
+                          const Nvfp4& out, void* stream) {
+  if (rows.batch == 0 || rows.heads == 0) return;
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+                          kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
+      out.global_scales.ptr<float>());
+  check_launch("codecs.nvfp4_encode_flushed kernel");
 }
 
 }  // namespace replayssm::cuda::codecs

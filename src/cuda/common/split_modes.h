@@ -1,9 +1,13 @@
 // The split state modes the CUDA replay kernels run (precision.h): fp32/bf16 and fp32/fp16, as
 // two launches per step — the ordinary rows over the 16-bit read copy, the flush rows over the
-// fp32 checkpoint (which also write the copy). Shared by the Mamba-2 and GDN/KDA host code.
+// fp32 checkpoint (which also write the copy); Mamba-2 also fp32/fp8 and fp32/nvfp4 (a third
+// launch encodes the flushed slots' copies: mamba2_cuda.cu). Shared by the Mamba-2 and GDN/KDA
+// host code.
 #pragma once
 #include <cstdint>
+#include <string>
 
+#include "common/state_check.h"
 #include "common/validate.h"
 #include "replayssm/errors.h"
 #include "replayssm/precision.h"
@@ -12,20 +16,38 @@
 namespace replayssm::cuda {
 
 /// Checks a split mode for the CUDA kernels: UnsupportedError naming any mode but fp32/bf16 and
-/// fp32/fp16; state [slots, heads, rows, n] float32 and the read copy of the same shape in the
-/// mode's 16-bit dtype.
-inline void check_split16(const StateMode& m, const TensorView& state, const TensorView& read,
-                          int64_t heads, int64_t rows, int64_t n, const char* op) {
+/// fp32/fp16 (and, with `quant`, fp32/fp8 and fp32/nvfp4); state [slots, heads, rows, n] float32
+/// and the read copy with its scales in the mode's format (precision.h), the quantised copies'
+/// values 16-byte and scales 4-byte aligned. Returns whether the mode's copy is quantised.
+inline bool check_split(const StateMode& m, const TensorView& state, const StateBuffer& read,
+                        int64_t heads, int64_t rows, int64_t n, bool quant, const char* op) {
+  const bool q = m.read == StateFormat::kFp8 || m.read == StateFormat::kNvfp4;
   check<UnsupportedError>(!m.shared && m.recurrence == StateFormat::kFp32 &&
-                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16),
-                          op, ": state mode '", m.name(),
-                          "' is not built for CUDA yet, expected fp32/fp32, fp32/bf16 or fp32/fp16");
-  const DType rd = m.read == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
+                              (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16 ||
+                               (quant && q)),
+                          op, ": state mode '", m.name(), "' is not built for CUDA yet, expected ",
+                          quant ? "fp32/fp32, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4"
+                                : "fp32/fp32, fp32/bf16 or fp32/fp16");
   validate::expect(state, (std::string(op) + " state (fp32 checkpoint)").c_str(),
                    {validate::kAny, heads, rows, n}, {DType::kF32}, Device::kCUDA);
-  const auto& sh = state.shape;
-  validate::expect(read, (std::string(op) + " read copy").c_str(), {sh[0], sh[1], sh[2], sh[3]},
-                   {rd}, Device::kCUDA);
+  validate::state_buffer(m.read, read.values, read.scales, state.shape[0], heads, rows, n,
+                         Device::kCUDA, op, "read copy");
+  if (q) {
+    auto aligned = [&](const TensorView& t, uintptr_t a, const char* what) {
+      check<ConfigError>(reinterpret_cast<uintptr_t>(t.data) % a == 0, op, " read copy ", what,
+                         ": address not ", a, "-byte aligned, expected ", a,
+                         "-byte alignment (the kernels copy it in ", a, "-byte pieces)");
+    };
+    aligned(read.values, 16, "values");
+    aligned(m.read == StateFormat::kNvfp4 ? read.scales.blocks : read.scales.rows, 4, "scales");
+  }
+  return q;
+}
+
+/// check_split for the 16-bit copies only (the GDN/KDA kernels).
+inline void check_split16(const StateMode& m, const TensorView& state, const TensorView& read,
+                          int64_t heads, int64_t rows, int64_t n, const char* op) {
+  check_split(m, state, StateBuffer{read, {}}, heads, rows, n, /*quant=*/false, op);
 }
 
 /// Runs a split-mode step: launch(cache, only, copy) once over the read copy for the ordinary

@@ -33,9 +33,16 @@ __global__ void zero_slots_kernel(void* state, const int32_t* __restrict__ ids, 
 
 void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
   const std::string state_name = std::string(op) + " state";
-  validate::expect(state, state_name.c_str(),
-                   {validate::kAny, validate::kAny, validate::kAny, validate::kAny},
-                   {DType::kF32, DType::kF16, DType::kBF16}, Device::kCUDA);
+  // A state or read copy [slots, H, P, N]; the scales of a quantised copy [slots, H, P] or
+  // [slots, H].
+  constexpr int64_t A = validate::kAny;
+  const auto dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kU8};
+  if (state.ndim == 2)
+    validate::expect(state, state_name.c_str(), {A, A}, dtypes, Device::kCUDA);
+  else if (state.ndim == 3)
+    validate::expect(state, state_name.c_str(), {A, A, A}, dtypes, Device::kCUDA);
+  else
+    validate::expect(state, state_name.c_str(), {A, A, A, A}, dtypes, Device::kCUDA);
   const int64_t slots = state.shape[0];
   const std::string ids_name = std::string(op) + " slot_ids";
   validate::expect(rows.slot_ids, ids_name.c_str(), {validate::kAny}, {DType::kI32}, Device::kCUDA);
@@ -44,6 +51,8 @@ void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
   check<UnsupportedError>(batch <= 65535, op, ": batch ", batch, ", expected <= 65535");
   if (batch == 0 || slots == 0) return;
   const int64_t slot_bytes = state.numel() / slots * dtype_size(state.dtype);
+  check<ShapeError>(slot_bytes % 2 == 0, state_name, ": ", state.describe(), " has ", slot_bytes,
+                    " bytes per slot, expected an even number (zeroed in 2-byte words)");
   const bool wide = slot_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(state.data) % 16 == 0;
   const int64_t words = wide ? slot_bytes / 16 : slot_bytes / 2;
   constexpr int kThreads = 256;

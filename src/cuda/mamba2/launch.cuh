@@ -48,8 +48,9 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
   const char* op = "mamba2.replay_step (cuda)";
   auto launch = [&](auto n, auto rpt) {
     constexpr int kN = decltype(n)::value, kRpt = decltype(rpt)::value;
-    auto kernel = p.group ? replay_group_kernel<TIn, TState, TRing, kN, kRpt>
-                          : replay_kernel<TIn, TState, TRing, kN, kRpt>;
+    auto kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt>;
+    if constexpr (!kQuantState<TState>)  // quantised read copies: the group kernel only
+      if (!p.group) kernel = replay_kernel<TIn, TState, TRing, kN, kRpt>;
     launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
   };
   // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).

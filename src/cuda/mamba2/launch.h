@@ -59,17 +59,20 @@ struct ReplaySmem {
 
 /// The replay group kernel (replay_group.cuh): token x and z elements per streaming thread, and
 /// its shared memory in floats from the start (every part 16-byte aligned): two checkpoint stages
-/// [rows][N] (state dtype), ring x [K][R][rows] (ring dtype, by physical row), sB [R][N] ring B
-/// by logical record, S0·C, the token's x and z [K][rows] each, record weights [K][cs], B_j·C
-/// [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K heads_per_block.
+/// [rows][N] (state_bits per element; a quantised read copy adds, after its codes, one scale word
+/// per (row, 16-byte chunk) at `side`), ring x [K][R][rows] (ring dtype, by physical row), sB
+/// [R][N] ring B by logical record, S0·C, the token's x and z [K][rows] each, record weights
+/// [K][cs], B_j·C [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K
+/// heads_per_block.
 constexpr int kGroupTokenItems = 8;
 struct GroupSmem {
-  int cs = 0, tile = 0;  ///< row stride of the weights; floats of one checkpoint stage
+  int cs = 0, tile = 0, side = 0;  ///< weights' row stride; floats of one stage; its scale words
   int x = 0, B = 0, d = 0, xt = 0, z = 0, coef = 0, bc = 0, head = 0, total = 0;
-  __host__ __device__ GroupSmem(int R, int N, int rows, int state_bytes, int ring_bytes, int K) {
+  __host__ __device__ GroupSmem(int R, int N, int rows, int state_bits, int ring_bytes, int K) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     cs = up4(R + 1);
-    tile = static_cast<int>(checkpoint_tile_floats(rows, N, state_bytes));
+    side = up4(rows * N * state_bits / 32);
+    tile = up4(side + (state_bits <= 8 ? rows * (N * state_bits / 128) : 0));
     x = 2 * tile;
     B = x + up4((K * R * rows * ring_bytes + 3) / 4);
     d = B + R * N;

@@ -7,9 +7,9 @@
 
 namespace replayssm::cuda::mamba2 {
 
-template <int StateBytes, int N>
-struct Layout {
-  static constexpr int kVec = 16 / StateBytes;  // state elements per 16-byte access
+template <int Vec, int N>
+struct LayoutVec {
+  static constexpr int kVec = Vec;              // state elements per 16-byte access
   static constexpr int kChunks = N / kVec;      // 16-byte chunks per state row
   static constexpr int kLanesPerRow = kChunks < 32 ? kChunks : 32;
   static constexpr int kChunksPerLane = kChunks / kLanesPerRow;
@@ -22,12 +22,17 @@ struct Layout {
   /// First column of chunk c of the lane at position lr within its row.
   static constexpr int col(int c, int lr) { return (c * kLanesPerRow + lr) * kVec; }
 };
+/// The layout of a state of StateBytes-byte elements.
+template <int StateBytes, int N>
+using Layout = LayoutVec<16 / StateBytes, N>;
 
 /// Host-side mirror of Layout for a runtime d_state and state element size.
 struct HostLayout {
   int lanes_per_row, rows_per_warp;
-  static HostLayout of(int64_t N, int64_t state_bytes) {
-    const int64_t chunks = N * state_bytes / 16;
+  static HostLayout of(int64_t N, int64_t state_bytes) { return of_bits(N, 8 * state_bytes); }
+  /// For state_bits per element (32, 16; 8 and 4 for the quantised read copies).
+  static HostLayout of_bits(int64_t N, int64_t state_bits) {
+    const int64_t chunks = N * state_bits / 128;
     const int lpr = static_cast<int>(chunks < 32 ? chunks : 32);
     return HostLayout{lpr, 32 / lpr};
   }

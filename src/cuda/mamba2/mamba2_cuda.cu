@@ -13,8 +13,10 @@
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
-#include "cuda/common/split_modes.h"
+#include "cuda/codecs/codecs_cuda.h"
+#include "cuda/common/quant_read.cuh"
 #include "cuda/common/rows.h"
+#include "cuda/common/split_modes.h"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/mamba2_cuda.h"
@@ -157,9 +159,9 @@ int device_sms() {
 
 /// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
 /// GPU moves that in ~10 µs), above it bandwidth-bound.
-bool latency_bound(const Dims& d, int64_t batch, DType state) {
-  const double bytes = static_cast<double>(batch) * d.nheads * d.headdim * d.d_state *
-                       static_cast<double>(dtype_size(state));
+bool latency_bound(const Dims& d, int64_t batch, int state_bits) {
+  const double bytes =
+      static_cast<double>(batch) * d.nheads * d.headdim * d.d_state * state_bits / 8.0;
   return bytes <= 32.0 * (1 << 20);
 }
 
@@ -203,28 +205,31 @@ bool group_rows(int64_t P, int64_t rows) {
   return P % kGroupRowUnit == 0 && rows % kGroupRowUnit == 0;
 }
 
-int64_t group_smem(const Dims& d, int64_t K, int64_t rows, int64_t R, DType state, DType ring) {
+/// Bits per state element of a replay launch's tiles: the checkpoint dtype's, or the read copy's.
+int bits_of(DType state) { return static_cast<int>(8 * dtype_size(state)); }
+
+int64_t group_smem(const Dims& d, int64_t K, int64_t rows, int64_t R, int state_bits, DType ring) {
   const GroupSmem sm(static_cast<int>(R), static_cast<int>(d.d_state), static_cast<int>(rows),
-                     static_cast<int>(dtype_size(state)), static_cast<int>(dtype_size(ring)),
+                     state_bits, static_cast<int>(dtype_size(ring)),
                      static_cast<int>(K));
   return static_cast<int64_t>(sm.total) * 4;
 }
 
 /// Threads of a replay block: the rows' warps, and the chain warp of the group kernel.
-int64_t replay_threads(const Plan& p, const Dims& d, DType state, bool group) {
-  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+int64_t replay_threads(const Plan& p, const Dims& d, int state_bits, bool group) {
+  const HostLayout lay = HostLayout::of_bits(d.d_state, state_bits);
   return cdiv(p.rows_per_block, lay.rows_per_warp * p.rows_per_thread) * 32 + (group ? 32 : 0);
 }
 
 /// The resolved plan and which kernel runs it: the group kernel wherever its rows fit (every
 /// heads_per_block), the per-head kernel (heads_per_block 1) otherwise.
-Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L, DType state,
+Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L, int state_bits,
                     DType ring, const char* op, bool& group) {
-  const Plan autop = plan_replay(d, batch, L, state, ring);
+  const Plan autop = plan_replay_bits(d, batch, L, state_bits, ring);
   Plan p = forced;
   if (p.route == Route::kAuto) p.route = autop.route;
   if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
-  check<ConfigError>(replay_rows_per_thread(p.rows_per_thread, dtype_size(state)), op,
+  check<ConfigError>(replay_rows_per_thread(p.rows_per_thread, state_bits / 8), op,
                      ": plan rows_per_thread = ", p.rows_per_thread,
                      ", expected 4, or 8 with a 4-byte checkpoint, for the replay kernel");
   const int64_t hpg = d.nheads / d.ngroups;
@@ -236,7 +241,7 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
       p.heads_per_block >= 1 && p.heads_per_block <= 32 && hpg % p.heads_per_block == 0, op,
       ": plan heads_per_block = ", p.heads_per_block,
       ", expected a divisor of the heads per group ", hpg, " (at most 32)");
-  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  const HostLayout lay = HostLayout::of_bits(d.d_state, state_bits);
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
   if (p.rows_per_block == 0) {
     if (p.rows_per_thread == autop.rows_per_thread && p.heads_per_block == autop.heads_per_block)
@@ -257,7 +262,7 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
                      " with rows_per_block = ", p.rows_per_block,
                      ", expected rows_per_block (and headdim) a multiple of ", kGroupRowUnit,
                      " (the group kernel) or heads_per_block 1");
-  const int64_t threads = replay_threads(p, d, state, group);
+  const int64_t threads = replay_threads(p, d, state_bits, group);
   check<ConfigError>(threads <= kReplayThreads, op, ": plan rows_per_block = ", p.rows_per_block,
                      " needs ", threads, " threads, expected <= ", kReplayThreads);
   check<ConfigError>(
@@ -281,6 +286,14 @@ void dispatch_replay_state(DType state, DType ring, const StepParams& p, const L
   if (state == kF32) return dispatch_ring<TIn, float>(ring, p, ls, s);
   if (state == kF16) return dispatch_ring<TIn, f16>(ring, p, ls, s);
   dispatch_ring<TIn, bf16>(ring, p, ls, s);
+}
+
+/// The replay group kernel over a quantised read copy (nvfp4 or e4m3 tiles).
+template <class TIn>
+void dispatch_quant(bool nvfp4, DType ring, const StepParams& p, const LaunchShape& ls,
+                    cudaStream_t s) {
+  if (nvfp4) return dispatch_ring<TIn, nvfp4x2>(ring, p, ls, s);
+  dispatch_ring<TIn, e4m3>(ring, p, ls, s);
 }
 
 template <class TIn>
@@ -324,7 +337,7 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   Plan p;
   // Bandwidth-bound: 8 rows (128 bytes of fp32 state) in flight per thread; 16-bit state and
   // latency-bound steps: 4 rows per thread, more threads.
-  const bool wide = dtype_size(state) == 4 && !latency_bound(d, batch, state);
+  const bool wide = dtype_size(state) == 4 && !latency_bound(d, batch, bits_of(state));
   p.rows_per_thread = wide ? 8 : 4;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
@@ -336,18 +349,22 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
 }
 
 Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state, DType ring) {
+  return plan_replay_bits(d, batch, L, bits_of(state), ring);
+}
+
+Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, DType ring) {
   Plan p;
   // The state-and-output route folds every record into every state element on every step; it
   // only pays when there is at most one record to fold (L <= 2), where it skips the B·C pass.
   p.route = L <= 2 ? Route::kStateAndOutput : Route::kOutputOnly;
-  const bool small = latency_bound(d, batch, state);
+  const bool small = latency_bound(d, batch, state_bits);
   // Latency-bound steps copy the whole ring with the checkpoint (no wait for the cursor).
   p.prefetch_ring = small ? 1 : 0;
   // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
   // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
   const bool group = group_rows(d.headdim, d.headdim);
-  p.rows_per_thread = dtype_size(state) == 4 && (group || !small) ? 8 : 4;
-  const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
+  p.rows_per_thread = state_bits == 32 && (group || !small) ? 8 : 4;
+  const HostLayout lay = HostLayout::of_bits(d.d_state, state_bits);
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
   const int64_t hpg = d.nheads / d.ngroups;
   const int64_t sms = device_sms();
@@ -362,7 +379,7 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state, DType rin
     if (max_rows == d.headdim)
       for (int64_t K = hpg; K > 1; --K) {
         if (hpg % K != 0) continue;
-        if (group_smem(d, K, d.headdim, L, state, ring) > kGroupSmemBudget) continue;
+        if (group_smem(d, K, d.headdim, L, state_bits, ring) > kGroupSmemBudget) continue;
         if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
         if (rows_b * d.nheads / K < 2 * sms) continue;
         p.heads_per_block = static_cast<int>(K);
@@ -413,11 +430,12 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 
 namespace {
 
-/// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
-/// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then also write `copy`.
+/// One replay launch over `cache.state` (the checkpoint, or a split mode's 16-bit read copy):
+/// every row, or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then also write
+/// `copy`. With `quant` (only = 1), the ordinary rows read that quantised read copy instead.
 void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                    const Rows& rows, TensorView y, const Plan& forced, int8_t only,
-                   const TensorView& copy) {
+                   const TensorView& copy, const StateBuffer* quant = nullptr) {
   const char* op = "mamba2.replay_step (cuda)";
   Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
@@ -426,9 +444,12 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // "never slower"). The rings are not touched; commit keeps h = 0, origin = 0.
   if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
+  const bool nvfp4 = quant && quant->values.shape[3] * 2 == d.d_state;
+  const int bits = quant ? (nvfp4 ? 4 : 8) : bits_of(c.state_dtype);
   bool group = false;
-  const Plan plan =
-      resolve_replay(forced, d, c.batch, cursors.config.L, c.state_dtype, c.ring_dtype, op, group);
+  Plan want = forced;
+  if (quant) want.route = Route::kOutputOnly;  // a quantised copy is read, never folded
+  const Plan plan = resolve_replay(want, d, c.batch, cursors.config.L, bits, c.ring_dtype, op, group);
   // The group kernel copies ring x rows in 16-byte pieces.
   if (reinterpret_cast<uintptr_t>(cache.ring_x.data) % 16 != 0) {
     check<ConfigError>(plan.heads_per_block == 1, op,
@@ -443,6 +464,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   p.only = only;
   p.copy = copy.data;
   p.copy_f16 = copy.dtype == kF16;
+  if (quant) {
+    p.state = quant->values.data;
+    p.read_scales = nvfp4 ? quant->scales.blocks.data : quant->scales.rows.data;
+    p.read_global = nvfp4 ? quant->scales.global.ptr<float>() : nullptr;
+  }
   const int64_t R = cursors.config.rows();
   p.R = static_cast<int32_t>(R);
   p.rows_per_block = plan.rows_per_block;
@@ -459,12 +485,12 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   p.heads_per_block = plan.heads_per_block;
   p.nchunks = static_cast<int32_t>(d.nheads / d.ngroups / plan.heads_per_block);
   LaunchShape ls;
-  ls.threads = static_cast<int>(replay_threads(plan, d, c.state_dtype, group));
+  ls.threads = static_cast<int>(replay_threads(plan, d, bits, group));
   if (group) {
     ls.grid = dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit),
                    static_cast<unsigned>(c.batch));
     ls.smem = static_cast<size_t>(
-        group_smem(d, plan.heads_per_block, plan.rows_per_block, R, c.state_dtype, c.ring_dtype));
+        group_smem(d, plan.heads_per_block, plan.rows_per_block, R, bits, c.ring_dtype));
   } else {
     ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
     const ReplaySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block,
@@ -477,10 +503,45 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = plan.rows_per_thread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);
-  if (c.in_dtype == kF32)
+  if (quant) {
+    if (c.in_dtype == kF32)
+      dispatch_quant<float>(nvfp4, c.ring_dtype, p, ls, stream);
+    else
+      dispatch_quant<bf16>(nvfp4, c.ring_dtype, p, ls, stream);
+  } else if (c.in_dtype == kF32) {
     dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, p, ls, stream);
-  else
+  } else {
     dispatch_replay_state<bf16>(c.state_dtype, c.ring_dtype, p, ls, stream);
+  }
+}
+
+/// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the
+/// fp32 checkpoint, then the flushed slots' read copies derived from their new checkpoints.
+void replay_quant_split(const Layer& layer, Cache& cache, const RingCursors& cursors,
+                        const Tokens& in, const Rows& rows, TensorView y, const Plan& forced) {
+  Cache base = cache;
+  base.mode = StateMode{};
+  base.read = StateBuffer{};
+  if (cursors.config.L == 1)  // every step a flush of the current token: the copy is never read
+    return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
+  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read);
+  replay_launch(layer, base, cursors, in, rows, y, forced, 2, {});
+  const Dims& d = layer.dims;
+  codecs::FlushedRows fr;
+  fr.slot_ids = rows.slot_ids.ptr<int32_t>();
+  fr.is_flush = cursors.is_flush.ptr<int8_t>();
+  fr.batch = static_cast<int32_t>(rows.slot_ids.shape[0]);
+  fr.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
+  fr.heads = static_cast<int32_t>(d.nheads);
+  const float* x = cache.state.ptr<float>();
+  if (cache.mode.read == StateFormat::kNvfp4) {
+    codecs::Nvfp4 out{cache.read.values, cache.read.scales.blocks, cache.read.scales.global,
+                      d.headdim};
+    codecs::nvfp4_encode_flushed(x, fr, d.headdim, d.d_state, out, rows.stream);
+  } else {
+    codecs::Fp8Rows out{cache.read.values, cache.read.scales.rows};
+    codecs::fp8_encode_flushed(x, fr, d.headdim, d.d_state, out, rows.stream);
+  }
 }
 }  // namespace
 
@@ -489,8 +550,10 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   if (cache.mode.is_default())
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const Dims& d = layer.dims;
-  check_split16(cache.mode, cache.state, cache.read.values, d.nheads, d.headdim, d.d_state,
-                     "mamba2.replay_step (cuda)");
+  const char* op = "mamba2.replay_step (cuda)";
+  if (check_split(cache.mode, cache.state, cache.read, d.nheads, d.headdim, d.d_state,
+                  /*quant=*/true, op))
+    return replay_quant_split(layer, cache, cursors, in, rows, y, forced);
   run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
     replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
   });

@@ -56,6 +56,10 @@ Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// prefetch=0,hpb=4" (any subset; split = blocks per head).
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype,
                  DType ring_dtype = DType::kBF16);
+/// plan_replay for a launch whose tiles hold state_bits per element: 32 or 16 (the checkpoint or
+/// a 16-bit read copy), 8 (an fp8 read copy) or 4 (nvfp4).
+Plan plan_replay_bits(const Dims& dims, int64_t batch, int32_t L, int state_bits,
+                      DType ring_dtype = DType::kBF16);
 
 /// mamba2::conventional_step on CUDA tensors.
 void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const Rows& rows,
@@ -67,7 +71,11 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
 /// captured by one graph): ordinary rows read only the 16-bit read copy (cache.read.values,
 /// [slots, H, P, N] bfloat16 / float16), flush rows fold into the fp32 checkpoint (cache.state)
 /// and write the read copy rounded (nearest even) from the same new fp32 state; nothing read
-/// from the copy enters the recurrence. Other modes: UnsupportedError naming the mode.
+/// from the copy enters the recurrence. fp32/nvfp4 and fp32/fp8: the ordinary launch reads the
+/// quantised copy (cache.read: codes and scales as precision.h lays them out; values 16-byte,
+/// scales 4-byte aligned), the flush launch folds into the fp32 checkpoint, and a third launch
+/// encodes the flushed slots' new checkpoints into the copy exactly as codecs::nvfp4_encode /
+/// fp8_encode would. Other modes: UnsupportedError naming the mode.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y, const Plan& plan = {});
 

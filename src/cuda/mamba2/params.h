@@ -47,6 +47,11 @@ struct StepParams {
   int8_t only = 0;         ///< 0 every row; 1 ordinary rows only; 2 flush rows only
   void* copy = nullptr;    ///< flush rows: the read copy [slots, H, P, N] to write (or none)
   bool copy_f16 = false;   ///< the read copy is float16 (else bfloat16)
+  // quantised read copies (fp32/nvfp4, fp32/fp8; the ordinary launch, only = 1): `state` holds the
+  // codes ([slots, H, P, N/2] nvfp4 / [slots, H, P, N] e4m3 bytes) and these their scales
+  const void* read_scales = nullptr;   ///< nvfp4: E4M3 block scales [slots, H, P, N/16] uint8;
+                                       ///< fp8: row scales [slots, H, P] float32
+  const float* read_global = nullptr;  ///< nvfp4: global scales [slots, H] float32
 };
 
 }  // namespace replayssm::cuda::mamba2

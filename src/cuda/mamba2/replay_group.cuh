@@ -17,32 +17,44 @@
 // Fold rows (flush, or the state-and-output route) wait for the chain (one more barrier), then
 // fold each head's rows as its tile lands (x_j and B_j from shared memory) and run the
 // conventional update through the same inline functions as the conventional kernel.
+// Quantised read copies (TState nvfp4x2 / e4m3, quant_read.cuh) run only as the ordinary launch
+// of a split mode (only = 1, no fold is compiled): each lane also copies the scale word of its
+// chunk into a private slot of the stage; NVFP4's global scale per (slot, head) is folded into ā
+// by the chain warp, FP8's row scale into the row's partial sums.
 // Grid: x = (g * nchunks + chunk) * nsplit + split, y = batch row. Shared memory: GroupSmem.
 #pragma once
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/quant_read.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
 
 namespace replayssm::cuda::mamba2 {
 
+// Quantised copies hold 16 or 32 columns of C per lane: 128 registers (one block per SM at 512
+// threads; their blocks are 128-256 threads).
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const StepParams p) {
-  using Lay = Layout<sizeof(TState), N>;
+__global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
+    replay_group_kernel(const StepParams p) {
+  constexpr int BITS = kStateBits<TState>;
+  constexpr bool QUANT = kQuantState<TState>;
+  using Lay = LayoutVec<128 / BITS, N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane;
+  constexpr int EPU = 8 * static_cast<int>(sizeof(TState)) / BITS;  // elements per TState unit
+  constexpr int RS = N / EPU;  // TState units per state row
+  static_assert(!QUANT || CPL == 1, "a quantised row is at most 32 chunks");
   constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
   constexpr int NL = N / 32;            // B and C elements per lane of the chain warp
-  constexpr int FR = 16 / COLS;         // rows folded at once: 16 state registers
+  constexpr int FR = COLS < 16 ? 16 / COLS : 1;  // rows folded at once: 16 state registers
   constexpr int KT = kGroupTokenItems;  // token x / z elements per streaming thread
   constexpr int RB = 8;                 // ring B rows per round of the chain warp
   static_assert(RPT % FR == 0 && VEC % 4 == 0 && N % 32 == 0, "layout");
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, rpb = p.rows_per_block, K = p.heads_per_block;
-  const GroupSmem sm(R, N, rpb, static_cast<int>(sizeof(TState)), static_cast<int>(sizeof(TRing)),
-                     K);
+  const GroupSmem sm(R, N, rpb, BITS, static_cast<int>(sizeof(TRing)), K);
   TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
   float* const sB = smem + sm.B;        // [R][N] ring B by logical record (fold rows)
   float* const sd = smem + sm.d;        // [K][nrows] S0·C
@@ -78,7 +90,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     return;
   }
   const int64_t sh0 = static_cast<int64_t>(slot) * p.H + hd0;               // (slot, first head)
-  TState* const S0 = static_cast<TState*>(p.state) + (sh0 * p.P + p0) * N;  // head k: + k*P*N
+  TState* const S0 = static_cast<TState*>(p.state) + (sh0 * p.P + p0) * RS;  // head k: + k*P*RS
   const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh0 * R * p.P + p0;
   const int64_t bcoff = (static_cast<int64_t>(b) * p.G + g) * N;
   const TIn* const Bin = static_cast<const TIn*>(p.B) + bcoff;
@@ -108,15 +120,24 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   auto issue = [&](int k) {
     if (k < K) {
       TState* dst = reinterpret_cast<TState*>(smem + (k & 1) * sm.tile);
-      const TState* src = S0 + static_cast<int64_t>(k) * p.P * N;
+      const TState* src = S0 + static_cast<int64_t>(k) * p.P * RS;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         const int r = grp + i * pass;
         if (r < nrows) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async16(dst + r * N + Lay::col(c, lr),
-                       src + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+            cp_async16(dst + r * RS + Lay::col(c, lr) / EPU,
+                       src + static_cast<int64_t>(r) * RS + Lay::col(c, lr) / EPU);
+          if constexpr (QUANT) {  // this chunk's scales into the lane's own word of the stage
+            const int64_t row = (sh0 + k) * p.P + p0 + r;
+            const void* scale;
+            if constexpr (BITS == 4)  // E4M3 block scales 2 lr, 2 lr + 1 of the row
+              scale = static_cast<const uint8_t*>(p.read_scales) + row * (N / 16) + (lr / 2) * 4;
+            else
+              scale = static_cast<const float*>(p.read_scales) + row;
+            cp_async4(smem + (k & 1) * sm.tile + sm.side + r * LPR + lr, scale);
+          }
         }
       }
     }
@@ -138,7 +159,8 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     cp_async_commit();
   };
 
-  float bv[COLS], cv[COLS];  // streaming threads: the token's B and C, this lane's columns
+  // Streaming threads: the token's B (fold rows only) and C, this lane's columns.
+  float bv[QUANT ? 1 : COLS], cv[COLS];
   if (tid < nstream) {
     issue(0);
     issue(1);
@@ -157,10 +179,10 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
               static_cast<const TIn*>(p.z)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
       }
     }
-    Loaded<TIn, VEC> braw[CPL], craw[CPL];
+    Loaded<TIn, VEC> braw[QUANT ? 1 : CPL], craw[CPL];
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
-      braw[c].load(Bin + Lay::col(c, lr));
+      if constexpr (!QUANT) braw[c].load(Bin + Lay::col(c, lr));
       craw[c].load(Cin + Lay::col(c, lr));
     }
     resolve();
@@ -171,7 +193,10 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
       if (v < V) sxt[v] = to_f32(xr[i]), sz[v] = to_f32(zr[i]);
     }
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) braw[c].to(&bv[c * VEC]), craw[c].to(&cv[c * VEC]);
+    for (int c = 0; c < CPL; ++c) {
+      if constexpr (!QUANT) braw[c].to(&bv[c * VEC]);
+      craw[c].to(&cv[c * VEC]);
+    }
   } else {
     // ---- the chain warp
     float A = 0.0f, delta = 0.0f, Dk = 0.0f;  // lane k < K: head hd0 + k
@@ -201,7 +226,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
       for (int u = 0; u < RB; ++u)
         if (j0 + u < nB) rb[u].load(ringB + (all ? j0 + u : phys(j0 + u)) * N + lane * NL);
       if (all) resolve();  // the first rows are in flight
-      const bool fold = flush_raw != 0 || p.state_route;
+      const bool fold = !QUANT && (flush_raw != 0 || p.state_route);
 #pragma unroll
       for (int u = 0; u < RB; ++u) {
         if (j0 + u >= nB) break;  // uniform
@@ -231,7 +256,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
       if (lane == 0) sbc[hist] = bc;
     }
     // Record weights, four heads' ring deltas in flight at a time.
-    const bool fold = flush_raw != 0 || p.state_route;
+    const bool fold = !QUANT && (flush_raw != 0 || p.state_route);
     const int n = fold ? hist : hist + 1;  // records weighted (the token is record h)
 #pragma unroll 1
     for (int k0 = 0; k0 < K; k0 += 4) {
@@ -251,8 +276,9 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
         const float e0 = lane < hist ? d0[u] : (lane < n ? dk : 0.0f);
         const float e1 = lane + 32 < hist ? d1[u] : (lane + 32 < n ? dk : 0.0f);
         float* coef = scoef + k * sm.cs;
-        const float abar = record_weights(e0, e1, n, Ak, coef, lane);
+        float abar = record_weights(e0, e1, n, Ak, coef, lane);
         if (lane == 0) {
+          if constexpr (BITS == 4) abar = __fmul_rn(abar, p.read_global[sh0 + k]);  // ā·s2
           float* hk = shead + 4 * k;
           hk[0] = Ak, hk[1] = dk, hk[2] = Dh, hk[3] = abar;
         }
@@ -278,7 +304,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     if (tid < nstream) cp_async_wait<0>();
     return;
   }
-  const bool fold = flush || p.state_route;  // materialise the state for this row
+  const bool fold = !QUANT && (flush || p.state_route);  // materialise the state for this row
   if (fold) {  // the weights, B_j and x_j are needed before the first row
     if (tid < nstream) cp_async_wait<0>();
     __syncthreads();
@@ -288,7 +314,24 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     for (int k = 0; k < K; ++k) {
       cp_async_wait_upto(k < 2 ? 2 : 1);  // head k landed (copy groups: h0, h1, ring, h2, ...)
       const TState* tile = reinterpret_cast<const TState*>(smem + (k & 1) * sm.tile);
-      if (!fold) {
+      if constexpr (QUANT) {  // ordinary rows only: S0·C from the codes, scaled
+        const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + (k & 1) * sm.tile + sm.side);
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          const int r = grp + i * pass;
+          float part = 0.0f;
+          if (r < nrows) {
+            const uint4 q = *reinterpret_cast<const uint4*>(tile + r * RS + Lay::col(0, lr) / EPU);
+            const uint32_t sw = side[r * LPR + lr];
+            if constexpr (BITS == 4)
+              part = nvfp4_chunk(q, sw, (lr & 1) * 16, cv);
+            else
+              part = __fmul_rn(e4m3_chunk(q, cv), __uint_as_float(sw));
+          }
+          const float sum = row_sum<LPR>(part);
+          if (r < nrows && lr == 0) sd[k * nrows + r] = sum;
+        }
+      } else if (!fold) {
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           const int r = grp + i * pass;

@@ -1,0 +1,91 @@
+// Quantised read copies in the replay kernels (precision.h: fp32/nvfp4, fp32/fp8): tag types for
+// the tile element, how many elements a 16-byte chunk holds, and the dot product of one chunk with
+// float32 columns. The products are taken in float32 from exactly decoded elements; the scales
+// are applied per 16-element block (NVFP4) or per row (FP8) after the sums, so a chunk's result
+// equals Σ decode(code_i)·c_i up to float32 summation order (codecs.h decodes element by element).
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "common/codec_math.h"
+
+namespace replayssm::cuda {
+
+/// Two E2M1 elements in one byte: the even element in the low nibble (codecs::Nvfp4 codes).
+struct nvfp4x2 {
+  uint8_t bits;
+};
+/// One E4M3 element (codecs::Fp8Rows codes).
+struct e4m3 {
+  uint8_t bits;
+};
+
+/// Bits of storage per state element: 32 / 16 for float / 16-bit types, 8 for e4m3, 4 for nvfp4.
+template <class T>
+constexpr int kStateBits = 8 * static_cast<int>(sizeof(T));
+template <>
+constexpr int kStateBits<nvfp4x2> = 4;
+/// Whether T is a quantised read copy (scaled codes: read-only in the kernels).
+template <class T>
+constexpr bool kQuantState = kStateBits<T> <= 8;
+
+/// Σ_i E2M1(q_i)·c[i] · 2^-14 over the 32 elements of a 16-byte NVFP4 chunk, as two sums of its
+/// two 16-element blocks (out[0], out[1]): each nibble becomes the float16 whose exponent and
+/// mantissa bits are the nibble's (exact: E2M1 value · 2^-14, signed), widened exactly to float.
+__device__ __forceinline__ void nvfp4_chunk_dot(const uint4& q, const float* c, float out[2]) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t word = w[2 * b + k];  // elements 8k' .. 8k'+7 of the block, nibble i = elem i
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t y = word >> (4 * i);  // nibble i in bits 0..3, nibble i + 4 in 16..19
+        const uint32_t h = ((y << 9) & 0x0e000e00u) | ((y << 12) & 0x80008000u);
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+        const float* ck = c + 16 * b + 8 * k;
+        acc = __fmaf_rn(f.x, ck[i], acc);
+        acc = __fmaf_rn(f.y, ck[i + 4], acc);
+      }
+    }
+    out[b] = acc;
+  }
+}
+
+/// 2^14: undoes the float16 placement of nvfp4_chunk_dot (folded into the block scales).
+constexpr float kNvfp4DotScale = 16384.0f;
+
+/// The NVFP4 chunk's contribution Σ decode(q_i)·c[i] / s2 given the 4-byte word holding its two
+/// block-scale codes at byte offset `shift` / 8 (the global scale s2 is applied by the caller).
+__device__ __forceinline__ float nvfp4_chunk(const uint4& q, uint32_t scales, int shift,
+                                             const float* c) {
+  float s[2];
+  nvfp4_chunk_dot(q, c, s);
+  const float d0 = codec::e4m3_decode(static_cast<uint8_t>(scales >> shift));
+  const float d1 = codec::e4m3_decode(static_cast<uint8_t>(scales >> (shift + 8)));
+  return __fmaf_rn(d0 * kNvfp4DotScale, s[0], __fmul_rn(d1 * kNvfp4DotScale, s[1]));
+}
+
+/// Σ E4M3(q_i)·c[i] over the 16 elements of a 16-byte FP8 chunk (hardware E4M3 -> float16
+/// conversion, exact; the row scale is applied by the caller).
+__device__ __forceinline__ float e4m3_chunk(const uint4& q, const float* c) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float acc = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(w[k] >> (16 * j)), __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      acc = __fmaf_rn(f.x, c[4 * k + 2 * j], acc);
+      acc = __fmaf_rn(f.y, c[4 * k + 2 * j + 1], acc);
+    }
+  return acc;
+}
+
+}  // namespace replayssm::cuda
