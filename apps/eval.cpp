@@ -145,7 +145,8 @@ void add_eval(CLI::App& app, Action& action) {
                   "state modes to evaluate, comma-separated: fp32 (= fp32/fp32), split modes "
                   "recurrence/read (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, "
                   "fp16sr/nvfp4, fp8/nvfp4, fp32/fp8), shared baselines shared-fp16, shared-bf16, "
-                  "shared-fp8, shared-nvfp4; on CUDA also bf16, fp16")
+                  "shared-fp8, shared-nvfp4; on CUDA: bf16, fp16 and, for Mamba-2 models, "
+                  "fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4")
       ->delimiter(',');
   sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: auto (shared-* "
                                    "conventional, the others replay), replay or conventional "

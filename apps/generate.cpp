@@ -295,7 +295,8 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--state", o->state, "SSM state mode: fp32 (default), a split mode "
                                        "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
-                                       "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16 on Mamba-2");
+                                       "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16, fp32/fp8, "
+                                       "fp32/nvfp4 on Mamba-2");
   sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));

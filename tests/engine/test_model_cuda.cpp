@@ -292,13 +292,14 @@ TEST_P(EngineCuda, SixteenBitStateTracksFp32State) {
     }
 }
 
-// Split modes fp32/bf16, fp32/fp16 (Mamba-2 layers only): ordinary replay steps read the 16-bit
-// copy, so the logits move a little from fp32/fp32 (nonzero, far below the logit scale); the
+// Split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 (Mamba-2 layers only): ordinary replay
+// steps read the copy, so the logits move from fp32/fp32 (nonzero, below the logit scale: a
+// smoke test — the kernels are checked against the oracle in test_mamba2_cuda_*); the
 // checkpoint stays fp32. Models with GDN layers refuse them by name (UnsupportedError).
-TEST_P(EngineCuda, SplitSixteenBitReadTracksFp32) {
+TEST_P(EngineCuda, SplitReadCopiesTrackFp32) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
   const bool gdn = GetParam().find("qwen") != std::string::npos;
-  for (const char* state : {"fp32/bf16", "fp32/fp16"}) {
+  for (const char* state : {"fp32/bf16", "fp32/fp16", "fp32/fp8", "fp32/nvfp4"}) {
     Opt o;
     auto ref = load(GetParam(), o);
     o.state = state;
@@ -331,7 +332,11 @@ TEST_P(EngineCuda, SplitSixteenBitReadTracksFp32) {
     }
     std::printf("[%s] %s vs fp32/fp32 over 100 steps: max |diff| / max |logit| = %.2e\n",
                 GetParam().c_str(), state, worst / scale);
-    EXPECT_LT(worst, 0.05 * scale) << state;
+    // 16-bit copies: a few 2^-9 of the state; fp8 2^-4, nvfp4 up to 1/4 per element (relative
+    // to its block's largest): bounds with room, far below a diverged model's O(scale).
+    const std::string st(state);
+    const double bound = st == "fp32/nvfp4" ? 0.5 : st == "fp32/fp8" ? 0.2 : 0.05;
+    EXPECT_LT(worst, bound * scale) << state;
     EXPECT_GT(worst, 0.0) << state << ": identical to fp32, the read copy did not take effect";
   }
 }

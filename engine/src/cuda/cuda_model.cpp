@@ -28,8 +28,8 @@ using cuda::check_cuda;
 
 /// The sizes the CUDA kernels run (their headers' contracts), checked before any upload.
 void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
-  // Split state modes run on the Mamba-2 CUDA kernels only (checks.cpp admits fp32/bf16 and
-  // fp32/fp16 on CUDA); the GDN CUDA kernels keep fp32/fp32.
+  // Split state modes run on the Mamba-2 CUDA kernels only (checks.cpp admits fp32/bf16,
+  // fp32/fp16, fp32/fp8 and fp32/nvfp4 on CUDA); the GDN CUDA kernels keep fp32/fp32.
   if (!engine_state_mode(opt.state).is_default())
     check<UnsupportedError>(std::none_of(cfg.layers.begin(), cfg.layers.end(),
                                          [](BlockKind k) { return k == BlockKind::kGdn; }),
@@ -151,7 +151,7 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
   sh_.dt_floor = opt.dt_floor;
   sh_.state_dtype = opt_.state == "bf16" ? DType::kBF16
                     : opt_.state == "fp16" ? DType::kF16 : DType::kF32;
-  sh_.state_mode = engine_state_mode(opt_.state);  // fp32/fp32, fp32/bf16 or fp32/fp16 here
+  sh_.state_mode = engine_state_mode(opt_.state);  // fp32/fp32 or a split mode of checks.cpp
   sh_.slots = S;
   sh_.context = opt.max_context;
   sh_.arena = &arena_;

@@ -44,12 +44,25 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     cache_.ring_x = device_view(a.alloc_n<float>(S * Hh * R * P), DType::kF32, {S, Hh, R, P});
     cache_.ring_dt = device_view(a.alloc_n<float>(S * Hh * R), DType::kF32, {S, Hh, R});
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});
-    // Split modes fp32/bf16, fp32/fp16 (replay only): the 16-bit read copy next to the fp32
-    // checkpoint; the library's reset_slots clears it with the checkpoint.
+    // Split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 (replay only): the read copy
+    // (precision.h layout: values and scales) next to the fp32 checkpoint; the library's
+    // reset_slots clears it with the checkpoint.
     cache_.mode = sh.state_mode;
     if (sh.state_mode.has_read_copy()) {
-      const DType rd = sh.state_mode.read == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
-      cache_.read.values = device_view(alloc_state(a, rd, S * Hh * P * N), rd, {S, Hh, P, N});
+      const StateFormat rf = sh.state_mode.read;
+      const DType u8 = DType::kU8, f32 = DType::kF32;
+      if (rf == StateFormat::kNvfp4) {
+        cache_.read.values = device_view(a.alloc_n<uint8_t>(S * Hh * P * N / 2), u8, {S, Hh, P, N / 2});
+        cache_.read.scales.blocks =
+            device_view(a.alloc_n<uint8_t>(S * Hh * P * N / 16), u8, {S, Hh, P, N / 16});
+        cache_.read.scales.global = device_view(a.alloc_n<float>(S * Hh), f32, {S, Hh});
+      } else if (rf == StateFormat::kFp8) {
+        cache_.read.values = device_view(a.alloc_n<uint8_t>(S * Hh * P * N), u8, {S, Hh, P, N});
+        cache_.read.scales.rows = device_view(a.alloc_n<float>(S * Hh * P), f32, {S, Hh, P});
+      } else {
+        const DType rd = rf == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
+        cache_.read.values = device_view(alloc_state(a, rd, S * Hh * P * N), rd, {S, Hh, P, N});
+      }
     }
   }
 

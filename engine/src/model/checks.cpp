@@ -36,11 +36,12 @@ void check_state_option(const ModelOptions& opt) {
                      "replay, not ", ssm_mode_name(opt.ssm));
   check<UnsupportedError>(opt.spec_T == 0, "state mode '", name, "': speculative decoding runs "
                           "the fp32 state only (verify is fp32/fp32 in the library)");
-  const bool cuda_split16 =
-      m == parse_state_mode("fp32/bf16") || m == parse_state_mode("fp32/fp16");
-  check<UnsupportedError>(!opt.cuda || cuda_split16, "state mode '", name, "' is not built on "
+  const bool cuda_split = m.is_split() && m.recurrence == StateFormat::kFp32 &&
+                          m.read != StateFormat::kFp16Sr;
+  check<UnsupportedError>(!opt.cuda || cuda_split, "state mode '", name, "' is not built on "
                           "the CUDA engine (it runs fp32, bf16, fp16 and, for Mamba-2 layers, "
-                          "fp32/bf16 and fp32/fp16): run it with --device cpu");
+                          "fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4): run it with "
+                          "--device cpu");
 }
 
 ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {

@@ -27,17 +27,19 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
-/// Grid (x: head, y: batch row), one warp per row: the rows of (slot, head) of a flushing row's
-/// slot, rows_per_group rows of n floats each.
+/// Grid (x: chunk of kFlushedHeads heads, y: batch row), one warp per row: the rows of the heads
+/// (slot, h) of a flushing row's slot, rows_per_group rows of n floats each.
 __global__ void __launch_bounds__(kCodecThreads)
     encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
                           FlushedRows rows, uint8_t* __restrict__ codes,
                           float* __restrict__ scales) {
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kFlushedHeads;
+  const int64_t nh = min(static_cast<int64_t>(kFlushedHeads), rows.heads - h0);
+  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + h0) * rows_per_group;
   const int lane = threadIdx.x % 32;
-  for (int64_t i = threadIdx.x / 32; i < rows_per_group; i += kCodecThreads / 32) {
+  for (int64_t i = threadIdx.x / 32; i < nh * rows_per_group; i += kCodecThreads / 32) {
     const float* xr = x + (r0 + i) * n;
     float amax = 0.0f;
     for (int64_t j = lane; j < n; j += 32) amax = codec::amax_step(amax, xr[j]);
@@ -80,7 +82,8 @@ void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream) {
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+  const unsigned chunks = static_cast<unsigned>((rows.heads + kFlushedHeads - 1) / kFlushedHeads);
+  encode_flushed_kernel<<<dim3(chunks, static_cast<unsigned>(rows.batch)),
                           kCodecThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
   check_launch("codecs.fp8_encode_flushed kernel");

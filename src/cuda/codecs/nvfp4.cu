@@ -56,7 +56,9 @@ __global__ void __launch_bounds__(kThreads)
                  scales + g * (group_elems / 16), globals + g, smem);
 }
 
-/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot.
+/// Grid (x: chunk of kFlushedHeads heads, y: batch row): the groups (slot, head) of a flushing
+/// row's slot. Few blocks per row: most rows do not flush in a step, and their blocks only read
+/// the flag.
 __global__ void __launch_bounds__(kThreads)
     encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
@@ -64,9 +66,12 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float smem[kThreads / 32];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
-  encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
-               scales + g * (group_elems / 16), globals + g, smem);
+  const int h1 = min(rows.heads, static_cast<int>(blockIdx.x + 1) * kFlushedHeads);
+  for (int h = blockIdx.x * kFlushedHeads; h < h1; ++h) {
+    const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
+    encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
+                 scales + g * (group_elems / 16), globals + g, smem);
+  }
 }
 
 /// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
@@ -108,7 +113,8 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
                           const Nvfp4& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+  const unsigned chunks = static_cast<unsigned>((rows.heads + kFlushedHeads - 1) / kFlushedHeads);
+  encode_flushed_kernel<<<dim3(chunks, static_cast<unsigned>(rows.batch)),
                           kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
       out.global_scales.ptr<float>());

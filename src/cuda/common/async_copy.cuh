@@ -12,10 +12,22 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
-/// Copies 4 bytes (.ca: .cg copies only 16), e.g. a scale word beside a 16-byte chunk.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+/// Copies 4 or 8 bytes (.ca: .cg copies only 16), e.g. a scale word beside a chunk.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem) {
+  static_assert(Bytes == 4 || Bytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(Bytes)
+               : "memory");
+}
+
+/// Copies one chunk of 16 (L2 only), 8 or 4 bytes.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_chunk(void* smem, const void* gmem) {
+  if constexpr (Bytes == 16)
+    cp_async16(smem, gmem);
+  else
+    cp_async_small<Bytes>(smem, gmem);
 }
 
 /// Closes the group of the copies issued since the last commit (possibly empty).

@@ -30,44 +30,46 @@ constexpr int kStateBits<nvfp4x2> = 4;
 /// Whether T is a quantised read copy (scaled codes: read-only in the kernels).
 template <class T>
 constexpr bool kQuantState = kStateBits<T> <= 8;
+/// Bytes of the chunk a lane copies and reads at once: 16, but 8 for NVFP4 (16 elements: one
+/// block and its one scale per lane, and half the columns of C in registers).
+template <class T>
+constexpr int kChunkBytes = 16;
+template <>
+constexpr int kChunkBytes<nvfp4x2> = 8;
 
-/// Σ_i E2M1(q_i)·c[i] · 2^-14 over the 32 elements of a 16-byte NVFP4 chunk, as two sums of its
-/// two 16-element blocks (out[0], out[1]): each nibble becomes the float16 whose exponent and
-/// mantissa bits are the nibble's (exact: E2M1 value · 2^-14, signed), widened exactly to float.
-__device__ __forceinline__ void nvfp4_chunk_dot(const uint4& q, const float* c, float out[2]) {
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+/// Σ_i E2M1(q_i)·c[i] · 2^-14 over the 16 elements (one block) of an 8-byte NVFP4 chunk: each
+/// nibble becomes the float16 whose exponent and mantissa bits are the nibble's (exact: E2M1
+/// value · 2^-14, signed), widened exactly to float.
+__device__ __forceinline__ float nvfp4_block_dot(const uint2& q, const float* c) {
+  const uint32_t w[2] = {q.x, q.y};
+  float acc = 0.0f;
 #pragma unroll
-  for (int b = 0; b < 2; ++b) {
-    float acc = 0.0f;
+  for (int k = 0; k < 2; ++k)  // word k: elements 8k .. 8k + 7, nibble i = element 8k + i
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const uint32_t word = w[2 * b + k];  // elements 8k' .. 8k'+7 of the block, nibble i = elem i
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t y = word >> (4 * i);  // nibble i in bits 0..3, nibble i + 4 in 16..19
-        const uint32_t h = ((y << 9) & 0x0e000e00u) | ((y << 12) & 0x80008000u);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-        const float* ck = c + 16 * b + 8 * k;
-        acc = __fmaf_rn(f.x, ck[i], acc);
-        acc = __fmaf_rn(f.y, ck[i + 4], acc);
-      }
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t y = w[k] >> (4 * i);  // nibble i in bits 0..3, nibble i + 4 in 16..19
+      const uint32_t h = ((y << 9) & 0x0e000e00u) | ((y << 12) & 0x80008000u);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      acc = __fmaf_rn(f.x, c[8 * k + i], acc);
+      acc = __fmaf_rn(f.y, c[8 * k + i + 4], acc);
     }
-    out[b] = acc;
-  }
+  return acc;
 }
 
-/// 2^14: undoes the float16 placement of nvfp4_chunk_dot (folded into the block scales).
+/// 2^14: undoes the float16 placement of nvfp4_block_dot (callers scale c by it, exactly).
 constexpr float kNvfp4DotScale = 16384.0f;
 
-/// The NVFP4 chunk's contribution Σ decode(q_i)·c[i] / s2 given the 4-byte word holding its two
-/// block-scale codes at byte offset `shift` / 8 (the global scale s2 is applied by the caller).
-__device__ __forceinline__ float nvfp4_chunk(const uint4& q, uint32_t scales, int shift,
-                                             const float* c) {
-  float s[2];
-  nvfp4_chunk_dot(q, c, s);
-  const float d0 = codec::e4m3_decode(static_cast<uint8_t>(scales >> shift));
-  const float d1 = codec::e4m3_decode(static_cast<uint8_t>(scales >> (shift + 8)));
-  return __fmaf_rn(d0 * kNvfp4DotScale, s[0], __fmul_rn(d1 * kNvfp4DotScale, s[1]));
+/// Value of an E4M3 code through the hardware conversion to float16 (exact; NaN codes give NaN,
+/// as codec::e4m3_decode).
+__device__ __forceinline__ float e4m3_to_f32(uint8_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+/// The NVFP4 block's contribution Σ decode(q_i)·c[i] / s2 given its E4M3 scale code, with c
+/// already scaled by kNvfp4DotScale (the global scale s2 is applied by the caller).
+__device__ __forceinline__ float nvfp4_block(const uint2& q, uint8_t scale, const float* c) {
+  return __fmul_rn(e4m3_to_f32(scale), nvfp4_block_dot(q, c));
 }
 
 /// Σ E4M3(q_i)·c[i] over the 16 elements of a 16-byte FP8 chunk (hardware E4M3 -> float16

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
 
 namespace replayssm::cuda::mamba2 {
@@ -59,8 +60,9 @@ struct ReplaySmem {
 
 /// The replay group kernel (replay_group.cuh): token x and z elements per streaming thread, and
 /// its shared memory in floats from the start (every part 16-byte aligned): two checkpoint stages
+/// (a quantised read copy: K, one per head, and no sB)
 /// [rows][N] (state_bits per element; a quantised read copy adds, after its codes, one scale word
-/// per (row, 16-byte chunk) at `side`), ring x [K][R][rows] (ring dtype, by physical row), sB
+/// per (row, chunk) at `side`), ring x [K][R][rows] (ring dtype, by physical row), sB
 /// [R][N] ring B by logical record, S0·C, the token's x and z [K][rows] each, record weights
 /// [K][cs], B_j·C [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K
 /// heads_per_block.
@@ -72,10 +74,11 @@ struct GroupSmem {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     cs = up4(R + 1);
     side = up4(rows * N * state_bits / 32);
-    tile = up4(side + (state_bits <= 8 ? rows * (N * state_bits / 128) : 0));
-    x = 2 * tile;
+    const int chunks = N * state_bits / (8 * chunk_bytes_of_bits(state_bits));  // per row
+    tile = up4(side + (state_bits <= 8 ? rows * chunks : 0));
+    x = (state_bits <= 8 ? K : 2) * tile;  // a quantised copy stages every head at once
     B = x + up4((K * R * rows * ring_bytes + 3) / 4);
-    d = B + R * N;
+    d = B + (state_bits <= 8 ? 0 : R * N);  // ring B rows are for folds only
     xt = d + up4(K * rows);
     z = xt + up4(K * rows);
     coef = z + up4(K * rows);

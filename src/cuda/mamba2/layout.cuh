@@ -26,13 +26,19 @@ struct LayoutVec {
 template <int StateBytes, int N>
 using Layout = LayoutVec<16 / StateBytes, N>;
 
+/// Bytes of the chunk a lane copies: 16, but 8 for 4-bit (NVFP4) states (quant_read.cuh
+/// kChunkBytes: one 16-element block per lane).
+__host__ __device__ constexpr int chunk_bytes_of_bits(int state_bits) {
+  return state_bits == 4 ? 8 : 16;
+}
+
 /// Host-side mirror of Layout for a runtime d_state and state element size.
 struct HostLayout {
   int lanes_per_row, rows_per_warp;
   static HostLayout of(int64_t N, int64_t state_bytes) { return of_bits(N, 8 * state_bytes); }
   /// For state_bits per element (32, 16; 8 and 4 for the quantised read copies).
   static HostLayout of_bits(int64_t N, int64_t state_bits) {
-    const int64_t chunks = N * state_bits / 128;
+    const int64_t chunks = N * state_bits / (8 * chunk_bytes_of_bits(static_cast<int>(state_bits)));
     const int lpr = static_cast<int>(chunks < 32 ? chunks : 32);
     return HostLayout{lpr, 32 / lpr};
   }

@@ -19,26 +19,26 @@
 // conventional update through the same inline functions as the conventional kernel.
 // Quantised read copies (TState nvfp4x2 / e4m3, quant_read.cuh) run only as the ordinary launch
 // of a split mode (only = 1, no fold is compiled): each lane also copies the scale word of its
-// chunk into a private slot of the stage; NVFP4's global scale per (slot, head) is folded into ā
-// by the chain warp, FP8's row scale into the row's partial sums.
+// chunk (NVFP4: 8-byte chunks, one block each) into a private slot of the stage; NVFP4's global
+// scale per (slot, head) is folded into ā by the chain warp, FP8's row scale into the row's
+// partial sums.
 // Grid: x = (g * nchunks + chunk) * nsplit + split, y = batch row. Shared memory: GroupSmem.
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/quant_read.cuh"
+#include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
 
 namespace replayssm::cuda::mamba2 {
 
-// Quantised copies hold 16 or 32 columns of C per lane: 128 registers (one block per SM at 512
-// threads; their blocks are 128-256 threads).
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
-    replay_group_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const StepParams p) {
   constexpr int BITS = kStateBits<TState>;
   constexpr bool QUANT = kQuantState<TState>;
-  using Lay = LayoutVec<128 / BITS, N>;
+  constexpr int CB = kChunkBytes<TState>;  // bytes of a lane's chunk
+  using Lay = LayoutVec<8 * CB / BITS, N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane;
@@ -55,6 +55,8 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, rpb = p.rows_per_block, K = p.heads_per_block;
   const GroupSmem sm(R, N, rpb, BITS, static_cast<int>(sizeof(TRing)), K);
+  // Checkpoint stages: two, refilled head by head; a quantised copy's small tiles all at once.
+  auto stage = [&](int k) { return smem + (QUANT ? k : k & 1) * sm.tile; };
   TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
   float* const sB = smem + sm.B;        // [R][N] ring B by logical record (fold rows)
   float* const sd = smem + sm.d;        // [K][nrows] S0·C
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
   // Streaming threads: head k's rows into stage k & 1 (one copy group, empty past the last head).
   auto issue = [&](int k) {
     if (k < K) {
-      TState* dst = reinterpret_cast<TState*>(smem + (k & 1) * sm.tile);
+      TState* dst = reinterpret_cast<TState*>(stage(k));
       const TState* src = S0 + static_cast<int64_t>(k) * p.P * RS;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
@@ -127,16 +129,16 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
         if (r < nrows) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async16(dst + r * RS + Lay::col(c, lr) / EPU,
-                       src + static_cast<int64_t>(r) * RS + Lay::col(c, lr) / EPU);
-          if constexpr (QUANT) {  // this chunk's scales into the lane's own word of the stage
+            cp_async_chunk<CB>(dst + r * RS + Lay::col(c, lr) / EPU,
+                               src + static_cast<int64_t>(r) * RS + Lay::col(c, lr) / EPU);
+          if constexpr (QUANT) {  // this chunk's scale into the lane's own word of the stage
             const int64_t row = (sh0 + k) * p.P + p0 + r;
             const void* scale;
-            if constexpr (BITS == 4)  // E4M3 block scales 2 lr, 2 lr + 1 of the row
-              scale = static_cast<const uint8_t*>(p.read_scales) + row * (N / 16) + (lr / 2) * 4;
+            if constexpr (BITS == 4)  // the word holding E4M3 block scale lr of the row
+              scale = static_cast<const uint8_t*>(p.read_scales) + row * (N / 16) + (lr / 4) * 4;
             else
               scale = static_cast<const float*>(p.read_scales) + row;
-            cp_async4(smem + (k & 1) * sm.tile + sm.side + r * LPR + lr, scale);
+            cp_async_small<4>(stage(k) + sm.side + r * LPR + lr, scale);
           }
         }
       }
@@ -164,14 +166,20 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
   if (tid < nstream) {
     issue(0);
     issue(1);
+    if constexpr (QUANT)
+      for (int k = 2; k < K; ++k) issue(k);
     if (all) copy_ring_x(true);
     TIn xr[KT], zr[KT];
+    // (head, row) of item v = tid + i * nstream, stepped without a division per item.
+    int ik = tid / nrows, ir = tid - ik * nrows;
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
       const int v = tid + i * nstream;
       xr[i] = zr[i] = from_f32<TIn>(0.0f);
+      if (i > 0)
+        for (ir += nstream; ir >= nrows; ir -= nrows) ++ik;
       if (v < V) {
-        const int k = v / nrows, off = k * p.P + v - k * nrows;
+        const int off = ik * p.P + ir;
         xr[i] =
             static_cast<const TIn*>(p.x)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
         if (p.has_z)
@@ -197,6 +205,9 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
       if constexpr (!QUANT) braw[c].to(&bv[c * VEC]);
       craw[c].to(&cv[c * VEC]);
     }
+    if constexpr (BITS == 4)  // exact: nvfp4_block_dot's elements carry 2^-14
+#pragma unroll
+      for (int e = 0; e < COLS; ++e) cv[e] = __fmul_rn(cv[e], kNvfp4DotScale);
   } else {
     // ---- the chain warp
     float A = 0.0f, delta = 0.0f, Dk = 0.0f;  // lane k < K: head hd0 + k
@@ -312,25 +323,36 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
   if (tid < nstream) {
 #pragma unroll 1
     for (int k = 0; k < K; ++k) {
-      cp_async_wait_upto(k < 2 ? 2 : 1);  // head k landed (copy groups: h0, h1, ring, h2, ...)
-      const TState* tile = reinterpret_cast<const TState*>(smem + (k & 1) * sm.tile);
+      // Head k landed (copy groups: h0, h1, ring, h2, ...; quantised: h0 .. h(K-1), ring).
+      if constexpr (QUANT) {
+        if (k == 0) cp_async_wait<1>();
+      } else {
+        cp_async_wait_upto(k < 2 ? 2 : 1);
+      }
+      const TState* tile = reinterpret_cast<const TState*>(stage(k));
       if constexpr (QUANT) {  // ordinary rows only: S0·C from the codes, scaled
-        const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + (k & 1) * sm.tile + sm.side);
+        const uint32_t* side = reinterpret_cast<const uint32_t*>(stage(k) + sm.side);
+        float part[RPT];
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           const int r = grp + i * pass;
-          float part = 0.0f;
+          part[i] = 0.0f;
           if (r < nrows) {
-            const uint4 q = *reinterpret_cast<const uint4*>(tile + r * RS + Lay::col(0, lr) / EPU);
+            const TState* chunk = tile + r * RS + Lay::col(0, lr) / EPU;
             const uint32_t sw = side[r * LPR + lr];
             if constexpr (BITS == 4)
-              part = nvfp4_chunk(q, sw, (lr & 1) * 16, cv);
+              part[i] = nvfp4_block(*reinterpret_cast<const uint2*>(chunk),
+                                    static_cast<uint8_t>(sw >> ((lr & 3) * 8)), cv);
             else
-              part = __fmul_rn(e4m3_chunk(q, cv), __uint_as_float(sw));
+              part[i] = __fmul_rn(e4m3_chunk(*reinterpret_cast<const uint4*>(chunk), cv),
+                                  __uint_as_float(sw));
           }
-          const float sum = row_sum<LPR>(part);
-          if (r < nrows && lr == 0) sd[k * nrows + r] = sum;
         }
+        // The RPT rows' sums over their LPR lanes at once: lane lr ends with row lr / (LPR/RPT).
+        static_assert(RPT <= LPR, "a transposed sum holds at most one row per lane");
+        const float sum = transposed_sum<RPT, LPR>(part, lr);
+        const int r = grp + lr / (LPR / RPT) * pass;
+        if (lr % (LPR / RPT) == 0 && r < nrows) sd[k * nrows + r] = sum;
       } else if (!fold) {
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
@@ -431,7 +453,7 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
           }
         }
       }
-      issue(k + 2);  // into the stage this thread has just read
+      if constexpr (!QUANT) issue(k + 2);  // into the stage this thread has just read
     }
     cp_async_wait<0>();  // the ring x rows (the epilogue reads every thread's copies)
   }
@@ -440,9 +462,10 @@ __global__ void __launch_bounds__(kReplayThreads, kQuantState<TState> ? 1 : 2)
   // ---- epilogue: ordinary rows' y, and the ring x rows of the token's record
   const int qh = phys(hist);
   TRing* const rxw = static_cast<TRing*>(p.ring_x) + (sh0 * R + qh) * p.P + p0;  // head k: k*R*P
+  int k = tid / nrows, r = tid - k * nrows;  // (head, row) of v, stepped without a division
 #pragma unroll 1
-  for (int v = tid; v < V; v += nthreads) {
-    const int k = v / nrows, r = v - k * nrows;
+  for (int v = tid; v < V; v += nthreads, r += nthreads) {
+    for (; r >= nrows; r -= nrows) ++k;
     const float xv = sxt[v];
     if (!fold) {
       const float* w = scoef + k * sm.cs;  // w_j = c_j·(B_j·C), the token's at h
