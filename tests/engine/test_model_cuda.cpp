@@ -162,7 +162,7 @@ TEST(EngineCudaLoad, UnsupportedWithoutDeviceOrForSizesTheKernelsDoNotRun) {
   o.L = 16;
   ModelOptions m;
   m.cuda = true;
-  m.state = "fp32/nvfp4";
+  m.state = "fp8/nvfp4";  // an fp8 checkpoint: not built for CUDA
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), m), UnsupportedError);
 }
 

@@ -56,21 +56,37 @@ __global__ void __launch_bounds__(kThreads)
                  scales + g * (group_elems / 16), globals + g, smem);
 }
 
-/// Grid (x: chunk of kFlushedHeads heads, y: batch row): the groups (slot, head) of a flushing
-/// row's slot. Few blocks per row: most rows do not flush in a step, and their blocks only read
-/// the flag.
-__global__ void __launch_bounds__(kThreads)
+/// Grid (x: chunk of kFlushedHeads heads, y: batch row), one warp per group (slot, head) of a
+/// flushing row's slot: the group's amax by shuffles (a max is exact in any order), then one
+/// 16-element block per lane at a time. Heads run side by side (no block barrier), so a row that
+/// flushes alone among ordinary ones is done in about one head's time.
+__global__ void __launch_bounds__(kFlushedHeads * 32)
     encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                           float* __restrict__ globals) {
-  __shared__ float smem[kThreads / 32];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int h1 = min(rows.heads, static_cast<int>(blockIdx.x + 1) * kFlushedHeads);
-  for (int h = blockIdx.x * kFlushedHeads; h < h1; ++h) {
-    const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
-    encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
-                 scales + g * (group_elems / 16), globals + g, smem);
+  const int h = blockIdx.x * kFlushedHeads + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (h >= rows.heads) return;
+  const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
+  const float* xg = x + g * group_elems;
+  float amax = 0.0f;
+#pragma unroll 4
+  for (int64_t i = lane; i < group_elems; i += 32) amax = codec::amax_step(amax, xg[i]);
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float s2 = codec::nvfp4_global_scale(amax);
+  if (lane == 0) globals[g] = s2;
+  const int64_t nblocks = group_elems / 16;
+  for (int64_t b = lane; b < nblocks; b += 32) {
+    float v[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
+    uint8_t c[8];
+    scales[g * nblocks + b] = codec::nvfp4_encode_block(v, s2, c);
+    uint2 packed;
+    packed.x = c[0] | (c[1] << 8) | (c[2] << 16) | (static_cast<uint32_t>(c[3]) << 24);
+    packed.y = c[4] | (c[5] << 8) | (c[6] << 16) | (static_cast<uint32_t>(c[7]) << 24);
+    *reinterpret_cast<uint2*>(codes + g * group_elems / 2 + b * 8) = packed;
   }
 }
 
@@ -115,7 +131,7 @@ void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group
   if (rows.batch == 0 || rows.heads == 0) return;
   const unsigned chunks = static_cast<unsigned>((rows.heads + kFlushedHeads - 1) / kFlushedHeads);
   encode_flushed_kernel<<<dim3(chunks, static_cast<unsigned>(rows.batch)),
-                          kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+                          kFlushedHeads * 32, 0, static_cast<cudaStream_t>(stream)>>>(
       x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
       out.global_scales.ptr<float>());
   check_launch("codecs.nvfp4_encode_flushed kernel");

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Issue 6 part 4 from `replayssm_bench kernels` runs of one call, one per state mode:
+
+    python3 bench/precision_report.py OUT.json OUT.png RUN_fp32.json RUN_fp32-bf16.json ...
+
+Every run must hold the mode's ReplaySSM rows at the same shapes and batches; the fp32/fp32 run
+is the baseline. Writes DESIGN.md §4 JSON (bench "precision") with, per (shape, batch, mode):
+the ordinary step's µs at h = 1 and h = L-2 and its "speedup" over the fp32-read ordinary step at
+the same h ("baseline": "fp32-read ordinary step"); the L-step window and the mixed-phase step
+with their speedups over the fp32 conventional step; and the state bytes per sequence per layer
+of the mode (checkpoint + read copy, precision.h). The plot: ordinary-step and window speedup vs
+batch per mode, one column per shape.
+"""
+import argparse
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Issue 6 targets at batch 256 (Nano-4B): NVFP4 read >= 4x, 16-bit read >= 1.8x the fp32 read.
+TARGET = {"fp32/nvfp4": 4.0, "fp32/bf16": 1.8, "fp32/fp16": 1.8}
+DIMS = {"nano-4b": (96, 80, 128), "super-120b": (128, 64, 128)}  # H, P, N
+
+
+def state_bytes(state, H, P, N):
+    """Checkpoint + read copy bytes of one sequence's layer state (precision.h)."""
+    e = H * P * N
+    read = state.split("/")[1]
+    copy = {"fp32": 0, "bf16": 2 * e, "fp16": 2 * e, "fp8": e + 4 * H * P,
+            "nvfp4": e // 2 + e // 16 + 4 * H}[read]
+    return 4 * e + copy, copy
+
+
+def load(path):
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("bench") != "kernels" or doc.get("args", {}).get("family") not in (None, "mamba2"):
+        sys.exit(f"precision_report: {path} is not a Mamba-2 kernels result")
+    return doc
+
+
+def index(doc):
+    """(shape, batch, mode, h) -> row of the dispatcher's route at the main L."""
+    L = doc["args"]["L"]
+    out = {}
+    for r in doc["rows"]:
+        if r.get("L") not in (None, L) or r.get("route") not in (None, "auto"):
+            continue
+        key = (r["shape"], r["batch"], r.get("mode") or r["variant"], r.get("h"))
+        out.setdefault(key, r)
+    return out, L
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_json")
+    ap.add_argument("out_png")
+    ap.add_argument("runs", nargs="+")
+    a = ap.parse_args()
+    docs = [load(p) for p in a.runs]
+    base = next((d for d in docs if d["args"]["state"] == "fp32"), None)
+    if base is None:
+        sys.exit("precision_report: one run must be --state fp32 (the fp32-read baseline)")
+    bidx, L = index(base)
+    rows = []
+    for d in docs:
+        state = d["args"]["state"]
+        state = "fp32/fp32" if state == "fp32" else state
+        idx, _ = index(d)
+        for (shape, batch, mode, h), r in sorted(idx.items(), key=lambda kv: str(kv[0])):
+            conv = bidx.get((shape, batch, "conventional", None))
+            if conv is None or mode in ("conventional", "flush"):
+                continue
+            H, P, N = DIMS[shape]
+            total, copy = state_bytes(state, H, P, N)
+            row = {"family": "mamba2", "shape": shape, "batch": batch, "variant": "replay",
+                   "L": L, "state": state, "mode": mode, "h": h, "us": r["us"],
+                   "gbps": r.get("gbps"), "pct_copy_bw": r.get("pct_copy_bw"),
+                   "state_bytes_per_sequence": total, "read_copy_bytes": copy}
+            if mode == "step":
+                ref = bidx.get((shape, batch, "step", h))
+                row["speedup"] = ref["us"] / r["us"]
+                row["baseline"] = "fp32-read ordinary step"
+            else:
+                row["speedup"] = conv["us"] / r["us"]
+                row["baseline"] = "fp32 conventional step"
+            rows.append(row)
+    out = {"bench": "precision", "commit": base["commit"], "gpu": base["gpu"],
+           "date": base["date"], "copy_bandwidth_gbps": base["copy_bandwidth_gbps"],
+           "sources": a.runs, "rows": rows}
+    with open(a.out_json, "w") as f:
+        json.dump(out, f, indent=2)
+
+    shapes = sorted({r["shape"] for r in rows})
+    states = [s for s in dict.fromkeys(r["state"] for r in rows) if s != "fp32/fp32"]
+    fig, axes = plt.subplots(2, len(shapes), figsize=(6 * len(shapes), 8), squeeze=False)
+    for c, shape in enumerate(shapes):
+        for s in states:
+            sel = [r for r in rows if r["shape"] == shape and r["state"] == s]
+            step = sorted((r["batch"], r["speedup"]) for r in sel if r["mode"] == "step" and r["h"] == 1)
+            win = sorted((r["batch"], r["speedup"]) for r in sel if r["mode"] == "window")
+            if step:
+                axes[0][c].plot(*zip(*step), marker="o", label=s)
+            if win:
+                axes[1][c].plot(*zip(*win), marker="o", label=s)
+        for s, t in TARGET.items():
+            if s in states and shape == "nano-4b":
+                axes[0][c].axhline(t, ls=":", lw=0.8, color="grey")
+        axes[0][c].set_title(f"{shape}: ordinary step (h = 1) vs fp32-read ordinary step")
+        axes[1][c].set_title(f"{shape}: L = {L} window vs fp32 conventional step")
+        for ax in (axes[0][c], axes[1][c]):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("batch")
+            ax.set_ylabel("speedup (x)")
+            ax.axhline(1.0, lw=0.8, color="black")
+            ax.grid(alpha=0.3)
+            ax.legend()
+    fig.suptitle(f"Mamba-2 state modes, {base['gpu']}, commit {base['commit']} (dotted: issue 6 targets)")
+    fig.tight_layout()
+    fig.savefig(a.out_png, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
