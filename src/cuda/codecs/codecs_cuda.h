@@ -37,10 +37,12 @@ struct FlushedRows {
 /// Derives a split mode's NVFP4 read copy after a flush: for every flushing slot s and head h,
 /// group g = s * heads + h of x (float32 [slots * heads, group_rows * n], the new checkpoint) is
 /// encoded exactly as nvfp4_encode encodes it into group g of `out` (group_rows as out's).
-/// Other slots are not touched. Grid (heads / 8, batch): one warp per group.
+/// Other slots are not touched. Grid (heads, batch): one block per group, its values held in
+/// registers (read once) where they fit.
 void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
                           const Nvfp4& out, void* stream);
-/// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does.
+/// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does
+/// (grid (heads, batch), one warp per row).
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream);
 

@@ -27,27 +27,60 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
-/// Grid (x: chunk of kFlushedHeads heads, y: batch row), one warp per row: the rows of the heads
-/// (slot, h) of a flushing row's slot, rows_per_group rows of n floats each.
+/// Grid (x: head, y: batch row): the rows of the group (slot, head) of a flushing row's slot,
+/// rows_per_group rows of n floats, one warp per row. Rows of n <= 128 (a float4 per lane) are
+/// loaded kRowsAtOnce at a time before any is encoded, so a warp waits for memory once per
+/// batch of rows rather than once per row.
+constexpr int kRowsAtOnce = 8;
 __global__ void __launch_bounds__(kCodecThreads)
     encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
                           FlushedRows rows, uint8_t* __restrict__ codes,
                           float* __restrict__ scales) {
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kFlushedHeads;
-  const int64_t nh = min(static_cast<int64_t>(kFlushedHeads), rows.heads - h0);
-  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + h0) * rows_per_group;
-  const int lane = threadIdx.x % 32;
-  for (int64_t i = threadIdx.x / 32; i < nh * rows_per_group; i += kCodecThreads / 32) {
-    const float* xr = x + (r0 + i) * n;
-    float amax = 0.0f;
-    for (int64_t j = lane; j < n; j += 32) amax = codec::amax_step(amax, xr[j]);
-    for (int off = 16; off > 0; off >>= 1)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const float s = codec::fp8_row_scale(amax);
-    if (lane == 0) scales[r0 + i] = s;
-    for (int64_t j = lane; j < n; j += 32) codes[(r0 + i) * n + j] = codec::fp8_encode(xr[j], s);
+  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  constexpr int kWarps = kCodecThreads / 32;
+  const bool vec = n <= 128 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  for (int64_t i0 = warp; i0 < rows_per_group; i0 += kWarps * kRowsAtOnce) {
+    if (vec) {
+      float4 v[kRowsAtOnce];
+      const bool mine = lane * 4 < n;
+#pragma unroll
+      for (int u = 0; u < kRowsAtOnce; ++u) {
+        const int64_t i = i0 + u * kWarps;
+        v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < rows_per_group && mine)
+          v[u] = *reinterpret_cast<const float4*>(x + (r0 + i) * n + lane * 4);
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsAtOnce; ++u) {
+        const int64_t i = i0 + u * kWarps;
+        if (i >= rows_per_group) break;  // uniform over the warp
+        float amax = codec::amax_step(codec::amax_step(0.0f, v[u].x), v[u].y);
+        amax = codec::amax_step(codec::amax_step(amax, v[u].z), v[u].w);
+        for (int off = 16; off > 0; off >>= 1)
+          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        const float s = codec::fp8_row_scale(amax);
+        if (lane == 0) scales[r0 + i] = s;
+        if (mine)
+          *reinterpret_cast<uint32_t*>(codes + (r0 + i) * n + lane * 4) =
+              codec::fp8_encode(v[u].x, s) | (codec::fp8_encode(v[u].y, s) << 8) |
+              (codec::fp8_encode(v[u].z, s) << 16) |
+              (static_cast<uint32_t>(codec::fp8_encode(v[u].w, s)) << 24);
+      }
+      continue;
+    }
+    for (int64_t i = i0; i < rows_per_group && i < i0 + kWarps * kRowsAtOnce; i += kWarps) {
+      const float* xr = x + (r0 + i) * n;
+      float amax = 0.0f;
+      for (int64_t j = lane; j < n; j += 32) amax = codec::amax_step(amax, xr[j]);
+      for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float s = codec::fp8_row_scale(amax);
+      if (lane == 0) scales[r0 + i] = s;
+      for (int64_t j = lane; j < n; j += 32) codes[(r0 + i) * n + j] = codec::fp8_encode(xr[j], s);
+    }
   }
 }
 
@@ -82,8 +115,7 @@ void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream) {
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  const unsigned chunks = static_cast<unsigned>((rows.heads + kFlushedHeads - 1) / kFlushedHeads);
-  encode_flushed_kernel<<<dim3(chunks, static_cast<unsigned>(rows.batch)),
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
                           kCodecThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
   check_launch("codecs.fp8_encode_flushed kernel");

@@ -56,38 +56,67 @@ __global__ void __launch_bounds__(kThreads)
                  scales + g * (group_elems / 16), globals + g, smem);
 }
 
-/// Grid (x: chunk of kFlushedHeads heads, y: batch row), one warp per group (slot, head) of a
-/// flushing row's slot: the group's amax by shuffles (a max is exact in any order), then one
-/// 16-element block per lane at a time. Heads run side by side (no block barrier), so a row that
-/// flushes alone among ordinary ones is done in about one head's time.
-__global__ void __launch_bounds__(kFlushedHeads * 32)
-    encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
-                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
-                          float* __restrict__ globals) {
-  const int32_t slot = rows.slot_ids[blockIdx.y];
-  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int h = blockIdx.x * kFlushedHeads + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (h >= rows.heads) return;
-  const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
-  const float* xg = x + g * group_elems;
+/// Encodes one group whose 16-element blocks all fit in the block's registers (nblocks <=
+/// kThreads * kResidentBlocks, group 16-byte aligned): every value read once, all loads in
+/// flight together, the group amax from the registers.
+constexpr int kResidentBlocks = 4;
+__device__ __forceinline__ void encode_group_resident(const float* __restrict__ xg,
+                                                      int64_t nblocks, uint8_t* __restrict__ codes,
+                                                      uint8_t* __restrict__ scales, float* global,
+                                                      float* smem) {
+  float v[kResidentBlocks][16];
   float amax = 0.0f;
-#pragma unroll 4
-  for (int64_t i = lane; i < group_elems; i += 32) amax = codec::amax_step(amax, xg[i]);
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float s2 = codec::nvfp4_global_scale(amax);
-  if (lane == 0) globals[g] = s2;
-  const int64_t nblocks = group_elems / 16;
-  for (int64_t b = lane; b < nblocks; b += 32) {
-    float v[16];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
+  for (int j = 0; j < kResidentBlocks; ++j) {
+    const int64_t b = threadIdx.x + static_cast<int64_t>(j) * kThreads;
+    if (b >= nblocks) break;
+    const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 f = src[k];
+      v[j][4 * k] = f.x, v[j][4 * k + 1] = f.y, v[j][4 * k + 2] = f.z, v[j][4 * k + 3] = f.w;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kResidentBlocks; ++j) {
+    if (threadIdx.x + static_cast<int64_t>(j) * kThreads >= nblocks) break;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[j][k]);
+  }
+  const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
+  if (threadIdx.x == 0) *global = s2;
+#pragma unroll
+  for (int j = 0; j < kResidentBlocks; ++j) {
+    const int64_t b = threadIdx.x + static_cast<int64_t>(j) * kThreads;
+    if (b >= nblocks) break;
     uint8_t c[8];
-    scales[g * nblocks + b] = codec::nvfp4_encode_block(v, s2, c);
+    scales[b] = codec::nvfp4_encode_block(v[j], s2, c);
     uint2 packed;
     packed.x = c[0] | (c[1] << 8) | (c[2] << 16) | (static_cast<uint32_t>(c[3]) << 24);
     packed.y = c[4] | (c[5] << 8) | (c[6] << 16) | (static_cast<uint32_t>(c[7]) << 24);
-    *reinterpret_cast<uint2*>(codes + g * group_elems / 2 + b * 8) = packed;
+    *reinterpret_cast<uint2*>(codes + b * 8) = packed;
   }
+}
+
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each
+/// (a row that flushes alone among ordinary ones is done in about one group's time).
+__global__ void __launch_bounds__(kThreads)
+    encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
+                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
+                          float* __restrict__ globals) {
+  __shared__ float smem[kThreads / 32];
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
+  const float* xg = x + g * group_elems;
+  const int64_t nblocks = group_elems / 16;
+  if (nblocks <= static_cast<int64_t>(kThreads) * kResidentBlocks &&
+      (reinterpret_cast<uintptr_t>(xg) & 15) == 0)
+    encode_group_resident(xg, nblocks, codes + g * group_elems / 2, scales + g * nblocks,
+                          globals + g, smem);
+  else
+    encode_group(xg, group_elems, codes + g * group_elems / 2, scales + g * nblocks, globals + g,
+                 smem);
 }
 
 /// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
@@ -129,9 +158,8 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
                           const Nvfp4& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  const unsigned chunks = static_cast<unsigned>((rows.heads + kFlushedHeads - 1) / kFlushedHeads);
-  encode_flushed_kernel<<<dim3(chunks, static_cast<unsigned>(rows.batch)),
-                          kFlushedHeads * 32, 0, static_cast<cudaStream_t>(stream)>>>(
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+                          kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
       out.global_scales.ptr<float>());
   check_launch("codecs.nvfp4_encode_flushed kernel");

@@ -9,8 +9,6 @@ namespace replayssm::cuda::codecs {
 
 constexpr int kCodecThreads = 256;  ///< threads per block of every codec kernel
 constexpr int64_t kMaxGrid = 65535 * 16;
-/// Heads (groups) per block of the *_encode_flushed kernels.
-constexpr int kFlushedHeads = 8;
 
 /// Max of v >= 0 over the block (kCodecThreads threads, all calling); every thread gets it. Max is
 /// exact, so the result does not depend on the reduction order. `smem` holds kCodecThreads / 32
