@@ -27,20 +27,18 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
-/// A persistent grid over the items (batch row, head), head fastest (nvfp4.cu's pattern): an item
-/// of a flushing row's slot encodes the rows of the group (slot, head), rows_per_group rows of n
-/// floats, one warp per row. Rows of n <= 128 (a float4 per lane) are loaded kRowsAtOnce at a
-/// time before any is encoded, so a warp waits for memory once per batch of rows.
+/// Grid (x: head, y: batch row): the rows of the group (slot, head) of a flushing row's slot,
+/// rows_per_group rows of n floats, one warp per row. Rows of n <= 128 (a float4 per lane) are
+/// loaded kRowsAtOnce at a time before any is encoded, so a warp waits for memory once per
+/// batch of rows rather than once per row.
 constexpr int kRowsAtOnce = 8;
 __global__ void __launch_bounds__(kCodecThreads)
     encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
                           FlushedRows rows, uint8_t* __restrict__ codes,
                           float* __restrict__ scales) {
-  const int64_t items = static_cast<int64_t>(rows.batch) * rows.heads;
-  for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
-  const int32_t slot = rows.slot_ids[it / rows.heads];
-  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) continue;
-  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + it % rows.heads) * rows_per_group;
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   constexpr int kWarps = kCodecThreads / 32;
   const bool vec = n <= 128 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
@@ -84,7 +82,6 @@ __global__ void __launch_bounds__(kCodecThreads)
       for (int64_t j = lane; j < n; j += 32) codes[(r0 + i) * n + j] = codec::fp8_encode(xr[j], s);
     }
   }
-  }
 }
 
 /// One thread per element of the flat [rows, n] array.
@@ -118,8 +115,8 @@ void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream) {
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<flushed_grid(static_cast<int64_t>(rows.batch) * rows.heads), kCodecThreads, 0,
-                          static_cast<cudaStream_t>(stream)>>>(
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+                          kCodecThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
   check_launch("codecs.fp8_encode_flushed kernel");
 }

@@ -98,30 +98,25 @@ __device__ __forceinline__ void encode_group_resident(const float* __restrict__ 
   }
 }
 
-/// A persistent grid over the items (batch row, head), head fastest: an item of a flushing
-/// row's slot encodes the group (slot, head) with the whole block (so the heads of a row that
-/// flushes alone spread over many blocks); the other items cost a flag check, not a block.
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each
+/// (a row that flushes alone among ordinary ones is done in about one group's time).
 __global__ void __launch_bounds__(kThreads)
     encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                           float* __restrict__ globals) {
   __shared__ float smem[kThreads / 32];
-  const int64_t items = static_cast<int64_t>(rows.batch) * rows.heads;
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
+  const float* xg = x + g * group_elems;
   const int64_t nblocks = group_elems / 16;
-  for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
-    const int32_t slot = rows.slot_ids[it / rows.heads];
-    if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) continue;  // block-uniform
-    const int64_t g = static_cast<int64_t>(slot) * rows.heads + it % rows.heads;
-    const float* xg = x + g * group_elems;
-    if (nblocks <= static_cast<int64_t>(kThreads) * kResidentBlocks &&
-        (reinterpret_cast<uintptr_t>(xg) & 15) == 0)
-      encode_group_resident(xg, nblocks, codes + g * group_elems / 2, scales + g * nblocks,
-                            globals + g, smem);
-    else
-      encode_group(xg, group_elems, codes + g * group_elems / 2, scales + g * nblocks,
-                   globals + g, smem);
-    __syncthreads();  // smem is reused by the next item
-  }
+  if (nblocks <= static_cast<int64_t>(kThreads) * kResidentBlocks &&
+      (reinterpret_cast<uintptr_t>(xg) & 15) == 0)
+    encode_group_resident(xg, nblocks, codes + g * group_elems / 2, scales + g * nblocks,
+                          globals + g, smem);
+  else
+    encode_group(xg, group_elems, codes + g * group_elems / 2, scales + g * nblocks, globals + g,
+                 smem);
 }
 
 /// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
@@ -163,7 +158,8 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
                           const Nvfp4& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<flushed_grid(static_cast<int64_t>(rows.batch) * rows.heads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
+                          kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
       out.global_scales.ptr<float>());
   check_launch("codecs.nvfp4_encode_flushed kernel");

@@ -5,8 +5,6 @@
 
 #include <cstdint>
 
-#include "cuda/common/memory.h"
-
 namespace replayssm::cuda::codecs {
 
 constexpr int kCodecThreads = 256;  ///< threads per block of every codec kernel
@@ -27,13 +25,6 @@ __device__ __forceinline__ float block_max(float v, float* smem) {
   }
   __syncthreads();
   return smem[0];
-}
-
-/// Blocks of the persistent *_encode_flushed kernels over `items` (row, head) items: 4 per SM,
-/// at most one per item.
-inline unsigned flushed_grid(int64_t items) {
-  const int64_t cap = 4 * static_cast<int64_t>(sm_count() > 0 ? sm_count() : 132);
-  return static_cast<unsigned>(items < 1 ? 1 : items < cap ? items : cap);
 }
 
 /// Blocks for `work` items of a grid-stride loop (at least 1, at most kMaxGrid).
