@@ -123,6 +123,16 @@ inline double decode(DType t, const void* src, int64_t i) {
   }
 }
 
+/// The rows of a split-mode walk's step (test_mamba2_cuda_split_walk.h, test_gdn_cuda_modes.cpp):
+/// sequence i of 4 (or -1, a pad row) per row of a batch of 6, in random order; sequence i joins
+/// at step 2 i and skips a step with probability 0.1.
+inline std::vector<int> split_walk_order(int step, Rng& rng) {
+  std::vector<int> order{-1, -1};
+  for (int i = 0; i < 4; ++i) order.push_back(step >= 2 * i && rng.uniform(0, 1) < 0.9 ? i : -1);
+  rng.shuffle(order);
+  return order;
+}
+
 // ---- device buffers
 // -----------------------------------------------------------------------------------
 

@@ -68,9 +68,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
   int flush_rows = 0, ordinary_rows = 0;
   for (int step = 0; step < steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
-    std::vector<int> order{-1, -1};
-    for (int i = 0; i < 4; ++i) order.push_back(step >= 2 * i && rng.uniform(0, 1) < 0.9 ? i : -1);
-    rng.shuffle(order);
+    const std::vector<int> order = cuda_test::split_walk_order(step, rng);
     const int64_t batch = static_cast<int64_t>(order.size());
     std::vector<ref::GdnToken> toks(batch);
     std::vector<const ref::GdnToken*> tp(batch, nullptr);

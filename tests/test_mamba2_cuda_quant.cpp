@@ -1,15 +1,13 @@
-// Split state modes fp32/nvfp4 and fp32/fp8 on the CUDA Mamba-2 replay step (precision.h): a pool
-// in the split mode and a pool in fp32/fp32 decode the same token streams through the public API
-// over many flushes. Checked after every step:
-//   - the fp32 checkpoints of the two pools are equal bit for bit (nothing read from the
-//     quantised copy enters the recurrence), and flush rows' outputs are equal bit for bit;
+// Split state modes fp32/nvfp4 and fp32/fp8 on the CUDA Mamba-2 replay step (precision.h), on the
+// walk of test_mamba2_cuda_split_walk.h (fp32 checkpoints and flush outputs bit-identical to
+// fp32/fp32, pad rows, untouched slots, guards). This mode's own checks after every step:
+//   - reset_slots zeroes every byte of the copy and its scales;
 //   - a flushed slot's read copy (codes and scales) is byte for byte what the CPU codec
 //     (codecs::nvfp4_encode / fp8_encode, with precision.h's grouping) makes of its new
 //     checkpoint; the copies of slots that did not flush are unchanged;
 //   - ordinary rows against the fp64 oracle started from what the GPU stored (checkpoint, ring,
 //     cursors and the decoded read copy): the verify tests' rounding bound u k |y|_abs
 //     (test_mamba2_cuda_oracle.h), bf16 outputs adding 2^-8 |y|;
-//   - pad rows give y = 0; slots outside the batch (checkpoint, copy, scales) untouched; guards.
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -26,6 +24,7 @@
 #include "replayssm/precision.h"
 #include "replayssm/ring.h"
 #include "test_mamba2_cuda_oracle.h"
+#include "test_mamba2_cuda_split_walk.h"
 
 namespace replayssm::testing::cuda_test {
 namespace {
@@ -122,82 +121,35 @@ void run_quant(const Shape& shape, DType in, StateFormat read, int L, int steps,
   m2::Options o;
   o.dtype = in;
   const Params prm(shape, o, rng);
-  DevLayer layer(prm);
-  const RingConfig cfg{L, 1, RingMode::kDecode};
   const int64_t slots = 9;
   const DType ring = in;  // a bf16 ring with bf16 inputs (the engine's choice)
   DevPool ref_pool(shape, slots, L, kF32, ring, rng), split(shape, slots, L, kF32, ring, rng);
   DevCopy copy(read, slots, shape);
-  auto split_cache = [&] {
-    mamba2::Cache c = split.cache();
+  const int64_t n = shape.H * shape.P * shape.N, HP = shape.H * shape.P;
+  std::vector<std::vector<uint8_t>> copy_before;
+  bool first = true;
+  SplitWalkHooks hooks;
+  hooks.cache = [&](const DevPool& pool) {
+    mamba2::Cache c = pool.cache();
     c.mode = mode;
     c.read = copy.buffer();
     return c;
   };
-  const std::vector<int32_t> owned{1, 3, 5, 7};  // slots 0, 2, 4, 6, 8 are never in a batch
-  {
-    DeviceBuffer idb(DType::kI32, {4}, 95);
-    idb.set_values(std::vector<double>(owned.begin(), owned.end()));
-    Rows rows;
-    rows.slot_ids = idb.view();
-    mamba2::Cache a = ref_pool.cache(), b = split_cache();
-    mamba2::reset_slots(a, rows);
-    mamba2::reset_slots(b, rows);
-    for (DevPool* p : {&ref_pool, &split}) {
-      RingCursors cur = p->cursors(cfg);
-      replayssm::reset(cur, rows);
-    }
-    cuda::device_synchronize();
-  }
-  const auto fresh = copy.download();
-  for (int32_t slot : owned)
-    for (const auto& t : copy.slot_of(fresh, slot))
-      for (uint8_t byte : t) ASSERT_EQ(byte, 0) << "reset_slots left a byte of slot " << slot << "'s copy";
-  const int64_t n = shape.H * shape.P * shape.N, HP = shape.H * shape.P;
-  const int64_t batch = 6;  // 4 sequences (some steps: pads instead) and 2 pad rows
-  DevStep sa(prm, batch), sb(prm, batch);
-  DeviceBuffer acc(DType::kI32, {batch}, 96);
-  int flush_rows = 0, ordinary_rows = 0;
-  for (int step = 0; step < steps; ++step) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    std::vector<int> order{-1, -1};
-    for (int i = 0; i < 4; ++i) order.push_back(step >= 2 * i && rng.uniform(0, 1) < 0.9 ? i : -1);
-    rng.shuffle(order);
-    std::vector<ref::Mamba2Token> toks(batch);
-    std::vector<const ref::Mamba2Token*> tp(batch, nullptr);
-    std::vector<int32_t> ids(batch, -1);
-    std::vector<double> av(batch, 0.0);
-    for (int64_t b = 0; b < batch; ++b)
-      if (order[b] >= 0) toks[b] = prm.token(rng), tp[b] = &toks[b], ids[b] = owned[order[b]], av[b] = 1;
-    for (DevStep* st : {&sa, &sb}) {
-      st->put(tp, ids);
-      st->y.poison();
-    }
-    acc.set_values(av);
-    const DevPool::Snapshot before = split.snapshot();
-    const auto copy_before = copy.download();
-    mamba2::Cache ca = ref_pool.cache(), cb = split_cache();
-    mamba2::replay_step(layer.layer, ca, ref_pool.cursors(cfg), sa.tokens(), sa.rows(-1), sa.y.view());
-    mamba2::replay_step(layer.layer, cb, split.cursors(cfg), sb.tokens(), sb.rows(-1), sb.y.view());
-    for (DevPool* p : {&ref_pool, &split}) {
-      RingCursors cur = p->cursors(cfg);
-      replayssm::commit(cur, sb.rows(-1), acc.view());
-    }
-    cuda::device_synchronize();
-    const std::vector<uint8_t> Sa = ref_pool.state.download(), Sb = split.state.download();
+  hooks.before_step = [&] {
+    copy_before = copy.download();
+    if (!first) return;
+    first = false;  // right after reset_slots: every byte of the owned slots' copies is 0
+    for (int32_t slot : {1, 3, 5, 7})
+      for (const auto& t : copy.slot_of(copy_before, slot))
+        for (uint8_t byte : t) ASSERT_EQ(byte, 0) << "reset_slots left a byte of slot " << slot;
+  };
+  hooks.check_copy = [&](const SplitWalkStep& st) {
     const auto copy_after = copy.download();
-    for (int32_t slot : owned)
-      ASSERT_EQ(std::memcmp(Sa.data() + slot * n * 4, Sb.data() + slot * n * 4, n * 4), 0)
-          << "the fp32 checkpoints of slot " << slot
-          << " differ: the read copy entered the recurrence";
     for (int32_t slot = 0; slot < slots; ++slot) {
-      int64_t row = -1;
-      for (int64_t b = 0; b < batch; ++b)
-        if (ids[b] == slot) row = b;
-      const bool flushed = row >= 0 && split.cursor(before, slot).is_flush;
-      if (flushed) {  // the copy is the codec's encoding of the new checkpoint, byte for byte
+      if (st.in_batch(slot) && split.cursor(st.before, slot).is_flush) {
+        // The codec's encoding of the new checkpoint, byte for byte.
         std::vector<float> S(n);
-        std::memcpy(S.data(), Sb.data() + slot * n * 4, n * 4);
+        std::memcpy(S.data(), st.split_state.data() + slot * n * 4, n * 4);
         const auto want = copy.encode(S), got = copy.slot_of(copy_after, slot);
         for (size_t t = 0; t < want.size(); ++t)
           for (size_t i = 0; i < want[t].size(); ++i)
@@ -207,50 +159,32 @@ void run_quant(const Shape& shape, DType in, StateFormat read, int L, int steps,
         ASSERT_EQ(copy.slot_of(copy_after, slot), copy.slot_of(copy_before, slot))
             << "read copy of slot " << slot << " changed without a flush";
       }
-      if (row < 0) {
-        ASSERT_EQ(std::memcmp(before[0].data() + slot * n * 4, Sb.data() + slot * n * 4, n * 4), 0)
-            << "checkpoint of slot " << slot << " (not in the batch) changed";
-      }
     }
-    const Vec ya = sa.y.values(), yb = sb.y.values();
-    for (int64_t b = 0; b < batch; ++b) {
-      if (order[b] < 0) {
-        for (int64_t i = 0; i < HP; ++i) ASSERT_EQ(yb[b * HP + i], 0.0) << "pad row " << b;
-        continue;
-      }
-      const int32_t slot = ids[b];
-      ref::Mamba2Seq q = seq_of(split, before, slot);
-      if (q.cursor.is_flush) {
-        ++flush_rows;
-        for (int64_t i = 0; i < HP; ++i)
-          ASSERT_EQ(yb[b * HP + i], ya[b * HP + i]) << "flush row " << b << " output " << i;
-        continue;
-      }
-      ++ordinary_rows;
-      q.prec.mode = mode;
-      q.prec.read = copy.decode_slot(copy.slot_of(copy_before, slot));
-      ref::Mamba2Seq qa = abs_seq(q);
-      qa.prec.read = absv(q.prec.read);
-      ref::Mamba2Params pa = prm.ref;
-      pa.D = absv(pa.D);
-      const Vec k = k_of(prm, q, {toks[b]}, cfg);
-      const Vec y_ref = ref::mamba2_replay_step(prm.ref, cfg, q, toks[b]);
-      const Vec y_abs = ref::mamba2_replay_step(pa, cfg, qa, abs_token(toks[b]));
-      for (int64_t i = 0; i < HP; ++i) {
-        const double gate = toks[b].z.empty() ? 1.0 : std::abs(m2::silu(toks[b].z[i]));
-        double tol = m2::kU32 * k[i / shape.P] * y_abs[i] * gate;
-        if (in == kBF16) tol += m2::kBf16Out * (std::abs(y_ref[i]) + tol);
-        ASSERT_LE(std::abs(yb[b * HP + i] - y_ref[i]), tol)
-            << "ordinary row " << b << " (slot " << slot << ", h " << q.cursor.h << ") output "
-            << i << ": got " << yb[b * HP + i] << ", want " << y_ref[i];
-      }
+  };
+  hooks.check_ordinary = [&](const SplitWalkStep& st, int64_t b) {
+    // The oracle from what the GPU stored: checkpoint, ring, cursor and the decoded copy.
+    const int32_t slot = st.ids[b];
+    ref::Mamba2Seq q = seq_of(split, st.before, slot);
+    q.prec.mode = mode;
+    q.prec.read = copy.decode_slot(copy.slot_of(copy_before, slot));
+    ref::Mamba2Seq qa = abs_seq(q);
+    qa.prec.read = absv(q.prec.read);
+    ref::Mamba2Params pa = prm.ref;
+    pa.D = absv(pa.D);
+    const Vec k = k_of(prm, q, {st.toks[b]}, st.cfg);
+    const Vec y_want = ref::mamba2_replay_step(prm.ref, st.cfg, q, st.toks[b]);
+    const Vec y_abs = ref::mamba2_replay_step(pa, st.cfg, qa, abs_token(st.toks[b]));
+    for (int64_t i = 0; i < HP; ++i) {
+      const double gate = st.toks[b].z.empty() ? 1.0 : std::abs(m2::silu(st.toks[b].z[i]));
+      double tol = m2::kU32 * k[i / shape.P] * y_abs[i] * gate;
+      if (in == kBF16) tol += m2::kBf16Out * (std::abs(y_want[i]) + tol);
+      ASSERT_LE(std::abs(st.y[b * HP + i] - y_want[i]), tol)
+          << "ordinary row " << b << " (slot " << slot << ", h " << q.cursor.h << ") output "
+          << i << ": got " << st.y[b * HP + i] << ", want " << y_want[i];
     }
-  }
-  EXPECT_GT(flush_rows, 0);
-  EXPECT_GT(ordinary_rows, 0);
-  EXPECT_TRUE(ref_pool.guards_intact() && split.guards_intact() && copy.guards_intact() &&
-              sb.guards_intact() && layer.guards_intact())
-      << "guard bytes";
+  };
+  walk_split(shape, L, steps, rng, prm, ref_pool, split, hooks);
+  EXPECT_TRUE(copy.guards_intact()) << "guard bytes of the read copy";
 }
 
 TEST(Mamba2CudaQuantModes, QuantisedReadCopiesMatchTheOracleAndKeepTheFp32Recurrence) {
