@@ -11,6 +11,10 @@ namespace {
 
 namespace cm = cuda::mamba2;
 
+/// Whether a read format is a quantised copy (fp8, nvfp4): its ordinary rows have no
+/// state-and-output route.
+bool quantised(StateFormat f) { return f == StateFormat::kFp8 || f == StateFormat::kNvfp4; }
+
 /// The Family of run_points for one Mamba-2 shape.
 struct Mamba2Family {
   using Route = cm::Route;
@@ -29,6 +33,7 @@ struct Mamba2Family {
         read(rd),
         bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {
     if (rd != StateFormat::kFp32) bytes.copy_bytes = state_format_bytes(rd, s.H, s.P, s.N);
+    if (quantised(rd)) routes.pop_back();  // a quantised copy's ordinary rows run output-only
   }
 
   static const char* route_name(Route r) { return cm::route_name(r); }
@@ -81,13 +86,14 @@ const std::vector<Mamba2Shape>& mamba2_shapes() {
 }
 
 long mamba2_graph_count(const KernelConfig& cfg) {
-  return static_cast<long>(cfg.shapes.size()) * graphs_per_shape(cfg, 3);
+  return static_cast<long>(cfg.shapes.size()) * graphs_per_shape(cfg, quantised(cfg.read) ? 2 : 3);
 }
 
 double mamba2_run_bytes(const KernelConfig& cfg) {
   double b = 0;
   for (const std::string& name : cfg.shapes)
-    b += run_bytes_per_shape(cfg, Mamba2Family(find_shape(name), cfg.state, cfg.read).bytes, 3);
+    b += run_bytes_per_shape(cfg, Mamba2Family(find_shape(name), cfg.state, cfg.read).bytes,
+                             quantised(cfg.read) ? 2 : 3);
   return b;
 }
 

@@ -30,15 +30,35 @@ def state_bytes(state, H, P, N):
     e = H * P * N
     read = state.split("/")[1]
     copy = {"fp32": 0, "bf16": 2 * e, "fp16": 2 * e, "fp8": e + 4 * H * P,
-            "nvfp4": e // 2 + e // 16 + 4 * H}[read]
+            "nvfp4": e // 2 + e // 16 + 4 * H}.get(read)
+    if copy is None:
+        sys.exit(f"precision_report: state {state!r}: read copy {read!r} is not benchmarked")
     return 4 * e + copy, copy
 
 
+def fail(msg):
+    sys.exit(f"precision_report: {msg}")
+
+
 def load(path):
-    with open(path) as f:
-        doc = json.load(f)
-    if doc.get("bench") != "kernels" or doc.get("args", {}).get("family") not in (None, "mamba2"):
-        sys.exit(f"precision_report: {path} is not a Mamba-2 kernels result")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        fail(f"{path}: not JSON ({e})")
+    if (not isinstance(doc, dict) or doc.get("bench") != "kernels"
+            or not isinstance(doc.get("rows"), list) or not isinstance(doc.get("args"), dict)
+            or doc["args"].get("family") != "mamba2"):
+        fail(f"{path} is not a `replayssm_bench kernels --family mamba2` result")
+    state = doc["args"].get("state")
+    if state != "fp32" and (not isinstance(state, str) or not state.startswith("fp32/")):
+        fail(f"{path}: state {state!r}, expected fp32 or a split mode fp32/<read>")
+    for r in doc["rows"]:
+        if r.get("shape") not in DIMS:
+            fail(f"{path}: shape {r.get('shape')!r} has no dimensions here (expected one of "
+                 f"{', '.join(DIMS)})")
     return doc
 
 
@@ -61,9 +81,18 @@ def main():
     ap.add_argument("runs", nargs="+")
     a = ap.parse_args()
     docs = [load(p) for p in a.runs]
+    states = [d["args"]["state"] for d in docs]
+    if len(set(states)) != len(states):
+        fail(f"the runs repeat a state ({', '.join(states)}): one run per mode")
+    for key in ("commit", "gpu"):
+        if len({d.get(key) for d in docs}) != 1:
+            fail(f"the runs differ in {key} ({', '.join(str(d.get(key)) for d in docs)}): "
+                 "compare runs of one call")
+    if len({d["args"].get("L") for d in docs}) != 1:
+        fail("the runs differ in L: compare runs of one call")
     base = next((d for d in docs if d["args"]["state"] == "fp32"), None)
     if base is None:
-        sys.exit("precision_report: one run must be --state fp32 (the fp32-read baseline)")
+        fail("one run must be --state fp32 (the fp32-read baseline)")
     bidx, L = index(base)
     rows = []
     for d in docs:
@@ -71,28 +100,33 @@ def main():
         state = "fp32/fp32" if state == "fp32" else state
         idx, _ = index(d)
         for (shape, batch, mode, h), r in sorted(idx.items(), key=lambda kv: str(kv[0])):
-            conv = bidx.get((shape, batch, "conventional", None))
-            if conv is None or mode in ("conventional", "flush"):
+            if mode in ("conventional", "flush"):
                 continue
+            conv = bidx.get((shape, batch, "conventional", None))
+            ref = bidx.get((shape, batch, "step", h)) if mode == "step" else conv
+            if ref is None:
+                fail(f"the fp32 run has no {mode if mode == 'step' else 'conventional'} row at "
+                     f"{shape} batch {batch}{f' h {h}' if h is not None else ''}: run the same "
+                     "shapes and batches for every mode")
             H, P, N = DIMS[shape]
             total, copy = state_bytes(state, H, P, N)
             row = {"family": "mamba2", "shape": shape, "batch": batch, "variant": "replay",
                    "L": L, "state": state, "mode": mode, "h": h, "us": r["us"],
                    "gbps": r.get("gbps"), "pct_copy_bw": r.get("pct_copy_bw"),
                    "state_bytes_per_sequence": total, "read_copy_bytes": copy}
-            if mode == "step":
-                ref = bidx.get((shape, batch, "step", h))
-                row["speedup"] = ref["us"] / r["us"]
-                row["baseline"] = "fp32-read ordinary step"
-            else:
-                row["speedup"] = conv["us"] / r["us"]
-                row["baseline"] = "fp32 conventional step"
+            row["speedup"] = ref["us"] / r["us"]
+            row["baseline"] = "fp32-read ordinary step" if mode == "step" else "fp32 conventional step"
             rows.append(row)
     out = {"bench": "precision", "commit": base["commit"], "gpu": base["gpu"],
            "date": base["date"], "copy_bandwidth_gbps": base["copy_bandwidth_gbps"],
            "sources": a.runs, "rows": rows}
-    with open(a.out_json, "w") as f:
-        json.dump(out, f, indent=2)
+    if not any(r["state"] != "fp32/fp32" for r in rows):
+        fail("no split-mode rows: pass the fp32 run and at least one fp32/<read> run")
+    try:
+        with open(a.out_json, "w") as f:
+            json.dump(out, f, indent=2)
+    except OSError as e:
+        fail(f"{a.out_json}: {e.strerror}")
 
     shapes = sorted({r["shape"] for r in rows})
     states = [s for s in dict.fromkeys(r["state"] for r in rows) if s != "fp32/fp32"]
@@ -120,7 +154,10 @@ def main():
             ax.legend()
     fig.suptitle(f"Mamba-2 state modes, {base['gpu']}, commit {base['commit']} (dotted: issue 6 targets)")
     fig.tight_layout()
-    fig.savefig(a.out_png, dpi=110)
+    try:
+        fig.savefig(a.out_png, dpi=110)
+    except OSError as e:
+        fail(f"{a.out_png}: {e.strerror}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda_test_util.h"
 #include "replayssm/codecs.h"
 #include "replayssm/errors.h"
@@ -199,7 +200,7 @@ TEST(Mamba2CudaQuantModes, QuantisedReadCopiesMatchTheOracleAndKeepTheFp32Recurr
   run_quant(kNanoHead, kBF16, StateFormat::kFp8, 16, 40, test_seed(16004));
 }
 
-TEST(Mamba2CudaQuantModes, MisshapenOrMisalignedCopiesAreRejected) {
+TEST(Mamba2CudaQuantModes, MisshapenMisalignedOrMisroutedCopiesAreRejected) {
   RSSM_SKIP_WITHOUT_CUDA();
   Rng rng(test_seed(16005));
   m2::Options o;
@@ -207,33 +208,63 @@ TEST(Mamba2CudaQuantModes, MisshapenOrMisalignedCopiesAreRejected) {
   DevLayer layer(prm);
   const RingConfig cfg{4, 1, RingMode::kDecode};
   DevPool pool(kSmall, 3, 4, kF32, kF32, rng);
-  DevCopy copy(StateFormat::kNvfp4, 3, kSmall);
+  DevCopy nv(StateFormat::kNvfp4, 3, kSmall), f8(StateFormat::kFp8, 3, kSmall);
   DeviceBuffer wrong(kU8, {3, kSmall.H, kSmall.P, kSmall.N / 8}, 74);
   DevStep st(prm, 1);
   st.put({nullptr}, {-1});
-  auto run = [&](const StateBuffer& read) {
+  // Runs a step of `mode` over `read` with `plan`; returns the error's message ("" if none).
+  auto message = [&](const char* mode, const StateBuffer& read, const cuda::mamba2::Plan& plan,
+                     auto error_tag) -> std::string {
+    using E = decltype(error_tag);
     mamba2::Cache c = pool.cache();
-    c.mode = parse_state_mode("fp32/nvfp4");
+    c.mode = parse_state_mode(mode);
     c.read = read;
-    mamba2::replay_step(layer.layer, c, pool.cursors(cfg), st.tokens(), st.rows(-1), st.y.view());
+    try {
+      cuda::mamba2::replay_step(layer.layer, c, pool.cursors(cfg), st.tokens(), st.rows(-1),
+                                st.y.view(), plan);
+    } catch (const E& e) {
+      return e.what();
+    }
+    return "";
   };
-  StateBuffer bad = copy.buffer();
+  auto shift = [](TensorView t, int bytes) {
+    t.data = static_cast<uint8_t*>(t.data) + bytes;
+    return t;
+  };
+  const cuda::mamba2::Plan autop;
+  StateBuffer bad = nv.buffer();
   bad.scales.blocks = wrong.view();
-  try {
-    run(bad);
-    FAIL() << "a block-scale tensor of the wrong shape was accepted";
-  } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("scales.blocks"), std::string::npos) << e.what();
+  EXPECT_NE(message("fp32/nvfp4", bad, autop, ShapeError("")).find("scales.blocks"),
+            std::string::npos) << "a block-scale tensor of the wrong shape";
+  // Misaligned values (16 bytes), block, global and row scales (4 bytes): ConfigError by name.
+  const std::vector<std::pair<std::string, StateBuffer>> misaligned = [&] {
+    std::vector<std::pair<std::string, StateBuffer>> v;
+    StateBuffer b = nv.buffer();
+    b.values = shift(b.values, 1);
+    v.emplace_back("values", b);
+    b = nv.buffer();
+    b.scales.blocks = shift(b.scales.blocks, 2);
+    v.emplace_back("scales.blocks", b);
+    b = nv.buffer();
+    b.scales.global = shift(b.scales.global, 2);
+    v.emplace_back("scales.global", b);
+    return v;
+  }();
+  for (const auto& [what, b] : misaligned) {
+    const std::string m = message("fp32/nvfp4", b, autop, ConfigError(""));
+    EXPECT_NE(m.find(what), std::string::npos) << what << ": '" << m << "'";
+    EXPECT_NE(m.find("aligned"), std::string::npos) << m;
   }
-  StateBuffer shifted = copy.buffer();
-  shifted.values.data = static_cast<uint8_t*>(shifted.values.data) + 1;
-  try {
-    run(shifted);
-    FAIL() << "a read copy off 16-byte alignment was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("aligned"), std::string::npos) << e.what();
-  }
-  EXPECT_TRUE(copy.guards_intact() && pool.guards_intact());
+  StateBuffer rows = f8.buffer();
+  rows.scales.rows = shift(rows.scales.rows, 2);
+  const std::string m = message("fp32/fp8", rows, autop, ConfigError(""));
+  EXPECT_NE(m.find("scales.rows"), std::string::npos) << "'" << m << "'";
+  // A quantised copy is read output-only: a forced state-and-output route is refused.
+  cuda::mamba2::Plan st_route;
+  st_route.route = cuda::mamba2::Route::kStateAndOutput;
+  EXPECT_NE(message("fp32/nvfp4", nv.buffer(), st_route, ConfigError("")).find("output-only"),
+            std::string::npos);
+  EXPECT_TRUE(nv.guards_intact() && f8.guards_intact() && pool.guards_intact());
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Quantised read copies in the replay kernels (precision.h: fp32/nvfp4, fp32/fp8): tag types for
-// the tile element, how many elements a 16-byte chunk holds, and the dot product of one chunk with
-// float32 columns. The products are taken in float32 from exactly decoded elements; the scales
-// are applied per 16-element block (NVFP4) or per row (FP8) after the sums, so a chunk's result
-// equals Σ decode(code_i)·c_i up to float32 summation order (codecs.h decodes element by element).
+// the tile element, its bits and the bytes of a lane's chunk, and the dot product of one chunk
+// with float32 columns. The products are taken in float32 from exactly decoded elements and the
+// scales applied per 16-element block (NVFP4) or per row (FP8) after the sums, so a chunk's
+// result equals Σ decode(code_i)·c_i up to float32 rounding (codecs.h decodes element by element
+// and rounds each scaled value; here the scale multiplies the sum once).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

@@ -39,7 +39,12 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
                          "-byte alignment (the kernels copy it in ", a, "-byte pieces)");
     };
     aligned(read.values, 16, "values");
-    aligned(m.read == StateFormat::kNvfp4 ? read.scales.blocks : read.scales.rows, 4, "scales");
+    if (m.read == StateFormat::kNvfp4) {
+      aligned(read.scales.blocks, 4, "scales.blocks");
+      aligned(read.scales.global, 4, "scales.global");
+    } else {
+      aligned(read.scales.rows, 4, "scales.rows");
+    }
   }
   return q;
 }

@@ -11,21 +11,23 @@
 namespace replayssm::cuda {
 namespace {
 
-/// Grid (x: chunks of the slot, y: batch row); 16-byte words (or 2-byte halves when the slot is
-/// not a whole number of 16-byte words) per slot.
+/// Grid (x: chunks of the slot, y: batch row); 16-byte words per slot, or 2-byte halves or single
+/// bytes when the slot is not a whole number of them (word = 16, 2 or 1).
 __global__ void zero_slots_kernel(void* state, const int32_t* __restrict__ ids, int32_t slots,
-                                  int64_t slot_bytes, bool wide) {
+                                  int64_t slot_bytes, int word) {
   const int32_t slot = ids[blockIdx.y];
   if (slot < 0 || slot >= slots) return;
   char* base = static_cast<char*>(state) + static_cast<int64_t>(slot) * slot_bytes;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (wide) {
+  if (word == 16) {
     uint4* w = reinterpret_cast<uint4*>(base);
     for (int64_t i = first; i < slot_bytes / 16; i += stride) w[i] = make_uint4(0, 0, 0, 0);
-  } else {
+  } else if (word == 2) {
     uint16_t* w = reinterpret_cast<uint16_t*>(base);
     for (int64_t i = first; i < slot_bytes / 2; i += stride) w[i] = 0;
+  } else {
+    for (int64_t i = first; i < slot_bytes; i += stride) base[i] = 0;
   }
 }
 
@@ -51,17 +53,18 @@ void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
   check<UnsupportedError>(batch <= 65535, op, ": batch ", batch, ", expected <= 65535");
   if (batch == 0 || slots == 0) return;
   const int64_t slot_bytes = state.numel() / slots * dtype_size(state.dtype);
-  check<ShapeError>(slot_bytes % 2 == 0, state_name, ": ", state.describe(), " has ", slot_bytes,
-                    " bytes per slot, expected an even number (zeroed in 2-byte words)");
-  const bool wide = slot_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(state.data) % 16 == 0;
-  const int64_t words = wide ? slot_bytes / 16 : slot_bytes / 2;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(state.data);
+  const int word = slot_bytes % 16 == 0 && addr % 16 == 0 ? 16
+                   : slot_bytes % 2 == 0 && addr % 2 == 0 ? 2
+                                                          : 1;
+  const int64_t words = slot_bytes / word;
   constexpr int kThreads = 256;
   const int64_t chunks = std::min<int64_t>((words + kThreads - 1) / kThreads, 1024);
   const std::string what = std::string(op) + " launch";
   zero_slots_kernel<<<dim3(static_cast<unsigned>(std::max<int64_t>(chunks, 1)),
                            static_cast<unsigned>(batch)),
                       kThreads, 0, static_cast<cudaStream_t>(rows.stream)>>>(
-      state.data, rows.slot_ids.ptr<int32_t>(), static_cast<int32_t>(slots), slot_bytes, wide);
+      state.data, rows.slot_ids.ptr<int32_t>(), static_cast<int32_t>(slots), slot_bytes, word);
   check_launch(what.c_str());
 }
 

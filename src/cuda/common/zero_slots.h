@@ -7,9 +7,9 @@ namespace replayssm::cuda {
 
 /// Zero state[slot] (all trailing axes) for the slot id of every row of `rows` (device-resident
 /// int32 ids; ids outside [0, slots) are pad rows and skipped). Validates `state` (rank 4, or 2..3
-/// for the scales of a quantised read copy; float32, float16, bfloat16 or uint8; an even number
-/// of bytes per slot; contiguous, on CUDA; messages name "<op> state") and the rows (check_rows)
-/// before anything is enqueued on rows.stream.
+/// for the scales of a quantised read copy; float32, float16, bfloat16 or uint8; contiguous, on
+/// CUDA; messages name "<op> state") and the rows (check_rows) before anything is enqueued on
+/// rows.stream. Shapes against a layer are the caller's (the public API checks them first).
 void zero_slots(const TensorView& state, const Rows& rows, const char* op);
 
 }  // namespace replayssm::cuda

@@ -60,10 +60,9 @@ struct ReplaySmem {
 
 /// The replay group kernel (replay_group.cuh): token x and z elements per streaming thread, and
 /// its shared memory in floats from the start (every part 16-byte aligned): two checkpoint stages
-/// (a quantised read copy: K, one per head, and no sB)
-/// [rows][N] (state_bits per element; a quantised read copy adds, after its codes, one scale word
-/// per (row, chunk) at `side`), ring x [K][R][rows] (ring dtype, by physical row), sB
-/// [R][N] ring B by logical record, S0·C, the token's x and z [K][rows] each, record weights
+/// [rows][N] (state_bits per element; a quantised read copy has K stages, one per head, each
+/// with one scale word per (row, chunk) after its codes at `side`), ring x [K][R][rows] (ring
+/// dtype, by physical row), sB [R][N] ring B by logical record (none for a quantised copy), S0·C, the token's x and z [K][rows] each, record weights
 /// [K][cs], B_j·C [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K
 /// heads_per_block.
 constexpr int kGroupTokenItems = 8;

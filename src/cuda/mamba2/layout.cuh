@@ -1,7 +1,8 @@
-// How a block's threads cover state rows. A state row of N elements is read in 16-byte chunks;
-// LPR consecutive lanes share a row (each owns CPL chunks, interleaved so that a warp touches
-// contiguous 512-byte spans), a warp covers 32 / LPR rows per pass, and a thread keeps RPT rows in
-// registers, all loaded before the first use (RPT * CPL * 16 bytes in flight per thread).
+// How a block's threads cover state rows. A state row of N elements is read in chunks of Vec
+// elements (16 bytes; 8 for NVFP4 read copies, chunk_bytes_of_bits); LPR consecutive lanes share
+// a row (each owns CPL chunks, interleaved so that a warp touches contiguous spans), a warp covers
+// 32 / LPR rows per pass, and a thread keeps RPT rows in registers, all loaded before the first
+// use (RPT * CPL chunks in flight per thread).
 #pragma once
 #include <cstdint>
 
@@ -9,8 +10,8 @@ namespace replayssm::cuda::mamba2 {
 
 template <int Vec, int N>
 struct LayoutVec {
-  static constexpr int kVec = Vec;              // state elements per 16-byte access
-  static constexpr int kChunks = N / kVec;      // 16-byte chunks per state row
+  static constexpr int kVec = Vec;              // state elements per chunk (one access)
+  static constexpr int kChunks = N / kVec;      // chunks per state row
   static constexpr int kLanesPerRow = kChunks < 32 ? kChunks : 32;
   static constexpr int kChunksPerLane = kChunks / kLanesPerRow;
   static constexpr int kRowsPerWarp = 32 / kLanesPerRow;

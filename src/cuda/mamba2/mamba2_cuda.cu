@@ -432,10 +432,12 @@ namespace {
 
 /// One replay launch over `cache.state` (the checkpoint, or a split mode's 16-bit read copy):
 /// every row, or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then also write
-/// `copy`. With `quant` (only = 1), the ordinary rows read that quantised read copy instead.
+/// `copy`. With `quant` (only = 1), the ordinary rows read that quantised read copy instead (NVFP4
+/// when cache_read_nvfp4, else FP8); a forced state-and-output route is then a ConfigError.
 void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                    const Rows& rows, TensorView y, const Plan& forced, int8_t only,
-                   const TensorView& copy, const StateBuffer* quant = nullptr) {
+                   const TensorView& copy, const StateBuffer* quant = nullptr,
+                   bool cache_read_nvfp4 = false) {
   const char* op = "mamba2.replay_step (cuda)";
   Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
@@ -444,11 +446,16 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // "never slower"). The rings are not touched; commit keeps h = 0, origin = 0.
   if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
-  const bool nvfp4 = quant && quant->values.shape[3] * 2 == d.d_state;
+  const bool nvfp4 = quant && cache_read_nvfp4;
   const int bits = quant ? (nvfp4 ? 4 : 8) : bits_of(c.state_dtype);
   bool group = false;
   Plan want = forced;
-  if (quant) want.route = Route::kOutputOnly;  // a quantised copy is read, never folded
+  if (quant) {  // a quantised copy is read, never folded into a state
+    check<ConfigError>(forced.route != Route::kStateAndOutput, op,
+                       ": plan route state-and-output, but the ordinary rows of a quantised read "
+                       "copy run output-only (expected route auto or output-only)");
+    want.route = Route::kOutputOnly;
+  }
   const Plan plan = resolve_replay(want, d, c.batch, cursors.config.L, bits, c.ring_dtype, op, group);
   // The group kernel copies ring x rows in 16-byte pieces.
   if (reinterpret_cast<uintptr_t>(cache.ring_x.data) % 16 != 0) {
@@ -524,7 +531,8 @@ void replay_quant_split(const Layer& layer, Cache& cache, const RingCursors& cur
   base.read = StateBuffer{};
   if (cursors.config.L == 1)  // every step a flush of the current token: the copy is never read
     return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
-  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read);
+  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read,
+                cache.mode.read == StateFormat::kNvfp4);
   replay_launch(layer, base, cursors, in, rows, y, forced, 2, {});
   const Dims& d = layer.dims;
   codecs::FlushedRows fr;
