@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     return q >= R ? q - R : q;
   };
 
-  // Streaming threads: head k's rows into stage k & 1 (one copy group, empty past the last head).
+  // Streaming threads: head k's rows into stage(k) (one copy group, empty past the last head).
   auto issue = [&](int k) {
     if (k < K) {
       TState* dst = reinterpret_cast<TState*>(stage(k));
