@@ -50,8 +50,10 @@ struct Tokens {
 /// ring_x and ring_B float32, or bfloat16 when the inputs are bfloat16 (a lossless copy);
 /// ring_dt float32; d_state 64 or 128, L <= 64; state, B, C and ring_B 16-byte aligned.
 ///
-/// State modes (precision.h; CPU backend only, the CUDA backend runs fp32/fp32 and rejects the
-/// others with UnsupportedError): `mode` says how `state` is stored and what else is used.
+/// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
+/// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
+/// with the read copy's values 16-byte and its scales 4-byte aligned; other modes raise
+/// UnsupportedError naming the mode): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): only state, ring_x, ring_dt, ring_B, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
 ///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, H, P, N]
