@@ -14,7 +14,7 @@ void add_info(CLI::App& app, Action& action);
 void add_generate(CLI::App& app, Action& action);
 /// eval: teacher-forced KL, top-1 agreement and bits per byte of state modes over a text.
 void add_eval(CLI::App& app, Action& action);
-/// bench: announced but not built yet (it says so and exits with status 2).
-void add_planned(CLI::App& app, Action& action);
+/// bench e2e: decode-step throughput of whole models (bench spec: announced, not built yet).
+void add_bench(CLI::App& app, Action& action);
 
 }  // namespace replayssm::cli

@@ -16,6 +16,7 @@
 #include "cuda/device.h"
 #include "eval_report.h"
 #include "progress.h"
+#include "run_info.h"
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/eval.h"
@@ -33,18 +34,6 @@ struct EvalArgs {
   int64_t windows = 1;
   int ring = 16;
 };
-
-/// The commit of the working directory's git checkout, or "unknown".
-std::string git_commit() {
-  std::string out;
-  if (FILE* p = popen("git rev-parse HEAD 2>/dev/null", "r")) {
-    char buf[64];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.size() == 40 ? out : "unknown";
-}
 
 /// The engine's spelling of a state mode: "fp32/fp32" is the engine's "fp32"; others as given.
 std::string engine_state(const std::string& mode) { return mode == "fp32/fp32" ? "fp32" : mode; }
@@ -69,18 +58,7 @@ int run_eval(const EvalArgs& args) {
       "(no tokenizer.json reader yet)");
   int64_t file_bytes = 0;
   const std::vector<int32_t> tokens = read_text(a, file_bytes);
-  if (!a.json_out.empty()) {  // fail before hours of evaluation, not after
-    std::error_code ec;
-    const std::filesystem::path path(a.json_out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-    check<ConfigError>(!ec, "--json: cannot create the folder of '", a.json_out, "': ",
-                       ec.message());
-    // Probe writability without leaving a file behind if the run fails later.
-    const bool existed = std::filesystem::exists(path, ec);
-    check<ConfigError>(std::ofstream(path, std::ios::app).good(), "--json: cannot write '",
-                       a.json_out, "'");
-    if (!existed) std::filesystem::remove(path, ec);
-  }
+  if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // before hours of work
 
   engine::EvalConfig ref;
   ref.label = "fp32/fp32";

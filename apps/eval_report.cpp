@@ -11,6 +11,7 @@
 
 #include "cuda/device.h"
 #include "replayssm/precision.h"
+#include "run_info.h"
 
 namespace replayssm::cli {
 namespace {
@@ -21,23 +22,6 @@ using engine::EvalStats;
 using nlohmann::json;
 
 constexpr int64_t kOpen = std::numeric_limits<int64_t>::max();
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
-      return line.substr(line.find(':') + 2);
-  return "unknown";
-}
 
 std::string model_name(const std::string& dir) {
   std::filesystem::path p(dir);

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   replayssm::cli::add_info(app, action);
   replayssm::cli::add_generate(app, action);
   replayssm::cli::add_eval(app, action);
-  replayssm::cli::add_planned(app, action);
+  replayssm::cli::add_bench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

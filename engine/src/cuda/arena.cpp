@@ -33,7 +33,9 @@ float* DeviceArena::upload_f32(const std::vector<float>& v) {
 
 bf16* DeviceArena::upload_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  const int64_t n = static_cast<int64_t>(v.size());
+#pragma omp parallel for schedule(static)  // a 4B model converts ~4e9 values per load
+  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(v[i]);
   bf16* d = alloc_n<bf16>(static_cast<int64_t>(v.size()));
   check_cuda(cudaMemcpy(d, h.data(), h.size() * sizeof(uint16_t), cudaMemcpyHostToDevice),
              "cudaMemcpy (engine weights)");

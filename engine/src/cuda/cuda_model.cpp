@@ -95,7 +95,7 @@ cudaError_t free_host(void* p) { return cudaFreeHost(p); }
 
 class CudaModel final : public Model {
  public:
-  CudaModel(const std::string& dir, const ModelOptions& options);
+  CudaModel(const Checkpoint& ck, const ModelOptions& options);
   ~CudaModel() override;
   const ModelConfig& config() const override { return cfg_; }
   const ModelOptions& options() const override { return opt_; }
@@ -103,15 +103,25 @@ class CudaModel final : public Model {
   void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
             std::span<float> logits) override;
   int64_t position(int32_t slot) const override { return position_.at(slot); }
+  void skip_to_position(std::span<const int32_t> slots, int64_t n) override;
+  StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                        int32_t steps, bool profile) override;
+  int64_t device_bytes() const override { return static_cast<int64_t>(arena_.bytes()); }
 
  private:
   struct Sublayer {
+    BlockKind kind = BlockKind::kMlp;
     const float* norm = nullptr;
     std::unique_ptr<cuda::CudaMixer> mixer;
   };
-  /// The decode step of B rows whose slot ids and tokens are in io_ (ids, then tokens).
-  void enqueue(int64_t B);
-  cudaGraphExec_t graph_for(int64_t B);
+  /// The decode step of B rows whose slot ids and tokens are in io_ (ids, then tokens). marks
+  /// (profiling): records marks[0] first, marks[1] after the embedding, marks[2 + i] after
+  /// sub-layer i and the last after the head, as external event nodes when captured.
+  void enqueue(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// The step's graph for B rows (captured on first use); with marks, the profiled variant.
+  cudaGraphExec_t graph_for(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// Copies the rows' slot ids and tokens into io_ (pinned staging, on the stream).
+  void upload_rows(std::span<const int32_t> tokens, std::span<const int32_t> slots);
 
   ModelConfig cfg_;
   ModelOptions opt_;
@@ -122,7 +132,8 @@ class CudaModel final : public Model {
   std::unique_ptr<cuda::Blas> blas_;
   cuda::CudaShared sh_;
   std::vector<Sublayer> sub_;
-  std::map<int64_t, cudaGraphExec_t> graphs_;
+  std::map<int64_t, cudaGraphExec_t> graphs_, profiled_graphs_;
+  std::vector<cudaEvent_t> marks_;  ///< profiling events (created on first use)
   std::set<int64_t> eager_once_;  ///< batch sizes stepped at least once
   bf16* embed_ = nullptr;
   const float* final_norm_ = nullptr;
@@ -134,11 +145,10 @@ class CudaModel final : public Model {
   std::vector<int64_t> position_;
 };
 
-CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
+CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
   check<UnsupportedError>(replayssm::cuda::device_count() > 0,
                           "the CUDA engine needs a CUDA device (",
                           replayssm::cuda::device_summary(), "): run with --device cpu");
-  const Checkpoint ck = Checkpoint::open(dir);
   cfg_ = parse_config(ck.config());
   opt_ = resolve_options(cfg_, opt);
   check_supported(cfg_, opt_);
@@ -164,6 +174,7 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
   embed_ = arena_.upload_bf16(ck.load(layout.embed, {V, H}));
   for (const SublayerSpec& spec : layout.sub) {
     Sublayer s;
+    s.kind = spec.kind;
     s.norm = arena_.upload_f32(ck.load(spec.norm, {H}));
     switch (spec.kind) {
       case BlockKind::kMamba2: s.mixer = cuda::make_cuda_mamba2(ck, cfg_, spec.prefix, sh_); break;
@@ -215,6 +226,8 @@ CudaModel::CudaModel(const std::string& dir, const ModelOptions& opt) : opt_(opt
 CudaModel::~CudaModel() {
   if (stream_.v) cudaStreamSynchronize(stream_.v);
   for (auto& [B, g] : graphs_) cudaGraphExecDestroy(g);
+  for (auto& [B, g] : profiled_graphs_) cudaGraphExecDestroy(g);
+  for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   blas_.reset();  // before the stream goes
 }
 
@@ -239,7 +252,7 @@ void CudaModel::reset(std::span<const int32_t> slots) {
   for (int32_t slot : slots) position_[slot] = 0;
 }
 
-void CudaModel::enqueue(int64_t B) {
+void CudaModel::enqueue(int64_t B, const std::vector<cudaEvent_t>* marks) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   const float eps = static_cast<float>(cfg_.norm_eps);
   cudaStream_t s = stream_.v;
@@ -255,26 +268,37 @@ void CudaModel::enqueue(int64_t B) {
   st.stream = s;
   st.blas = blas_.get();
   st.scratch = scratch_;
+  size_t next_mark = 0;
+  const auto mark = [&] {
+    if (marks)
+      check_cuda(cudaEventRecordWithFlags((*marks)[next_mark++], s, cudaEventRecordExternal),
+                 "cudaEventRecordWithFlags (profile)");
+  };
+  mark();
   cuda::embed(embed_, tokens, B, H, V, hidden_, s);
+  mark();
   for (auto& sub : sub_) {
     cuda::rms_norm(hidden_, sub.norm, B, H, eps, cfg_.qwen_norm, normed_, s);
     sub.mixer->forward(normed_, hidden_, st);
+    mark();
   }
   cuda::rms_norm(hidden_, final_norm_, B, H, eps, cfg_.qwen_norm, normed_, s);
   blas_->linear(lm_head_, normed_, B, logits_, false);
   if (sh_.mode == SsmMode::kReplay)
     replayssm::commit(sh_.cursors, st.rows, cuda::device_view(ones_, DType::kI32, {B}));
   cuda::advance_positions(positions_, ids, B, static_cast<int32_t>(opt_.max_slots), s);
+  mark();
 }
 
-cudaGraphExec_t CudaModel::graph_for(int64_t B) {
-  if (auto it = graphs_.find(B); it != graphs_.end()) return it->second;
+cudaGraphExec_t CudaModel::graph_for(int64_t B, const std::vector<cudaEvent_t>* marks) {
+  std::map<int64_t, cudaGraphExec_t>& graphs = marks ? profiled_graphs_ : graphs_;
+  if (auto it = graphs.find(B); it != graphs.end()) return it->second;
   cudaStream_t s = stream_.v;
   check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
              "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
-    enqueue(B);
+    enqueue(B, marks);
   } catch (...) {
     cudaStreamEndCapture(s, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -286,8 +310,18 @@ cudaGraphExec_t CudaModel::graph_for(int64_t B) {
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   check_cuda(err, "cudaGraphInstantiate");
-  graphs_.emplace(B, exec);
+  graphs.emplace(B, exec);
   return exec;
+}
+
+void CudaModel::upload_rows(std::span<const int32_t> tokens, std::span<const int32_t> slots) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  auto* host = static_cast<int32_t*>(io_host_.v);
+  std::copy(slots.begin(), slots.end(), host);
+  std::copy(tokens.begin(), tokens.end(), host + B);
+  check_cuda(cudaMemcpyAsync(io_, host, 2 * B * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             stream_.v),
+             "cudaMemcpyAsync (step rows)");
 }
 
 void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
@@ -297,11 +331,7 @@ void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> s
   if (B == 0) return;
 
   cudaStream_t s = stream_.v;
-  auto* host = static_cast<int32_t*>(io_host_.v);
-  std::copy(slots.begin(), slots.end(), host);
-  std::copy(tokens.begin(), tokens.end(), host + B);
-  check_cuda(cudaMemcpyAsync(io_, host, 2 * B * sizeof(int32_t), cudaMemcpyHostToDevice, s),
-             "cudaMemcpyAsync (step rows)");
+  upload_rows(tokens, slots);
   // The first step of a batch size runs eagerly (kernels load, cuBLAS and the SSM dispatchers
   // settle), later ones replay its graph: the same work, so the same results.
   if (opt_.cuda_graphs && !eager_once_.insert(B).second)
@@ -316,9 +346,94 @@ void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> s
   for (int32_t slot : slots) ++position_[slot];
 }
 
+void CudaModel::skip_to_position(std::span<const int32_t> slots, int64_t n) {
+  check_skip(opt_, slots, n);
+  for (int32_t slot : slots) position_[slot] = n;
+  // The host mirror is exact (step() advances both), so the device copy is rewritten whole.
+  std::vector<int32_t> pos(position_.begin(), position_.end());
+  check_cuda(cudaMemcpyAsync(positions_, pos.data(), pos.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_.v),
+             "cudaMemcpyAsync (positions)");
+  check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (positions)");
+}
+
+StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                                 int32_t steps, bool profile) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  const bool warm = !opt_.cuda_graphs || eager_once_.count(B) != 0;
+  check_time_steps(cfg_, opt_, position_, tokens, slots, steps, (profile ? 1 : 0) + (warm ? 0 : 1));
+  StepTiming t;
+  if (B == 0) return t;
+  cudaStream_t s = stream_.v;
+  upload_rows(tokens, slots);
+  const auto advance = [&] {
+    for (int32_t slot : slots) ++position_[slot];
+  };
+  if (!warm) {  // as step(): the first step of a batch size runs eagerly, then its graph
+    enqueue(B);
+    eager_once_.insert(B);
+    advance();
+    t.warmup_steps = 1;
+  }
+  const auto launch = [&] {
+    if (opt_.cuda_graphs)
+      check_cuda(cudaGraphLaunch(graph_for(B), s), "cudaGraphLaunch");
+    else
+      enqueue(B);
+  };
+  if (opt_.cuda_graphs) graph_for(B);  // captured before the clock starts
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(steps) + 1);
+  for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  const auto destroy = [&] {
+    for (cudaEvent_t e : ev)
+      if (e) cudaEventDestroy(e);
+  };
+  try {
+    check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
+    for (int32_t i = 0; i < steps; ++i) {
+      launch();
+      check_cuda(cudaEventRecord(ev[i + 1], s), "cudaEventRecord");
+      advance();
+    }
+    check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (timed steps)");
+    for (int32_t i = 0; i < steps; ++i) {
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
+      t.step_ms.push_back(ms);
+    }
+  } catch (...) {
+    destroy();
+    throw;
+  }
+  destroy();
+  if (!profile) return t;
+
+  const size_t n_marks = sub_.size() + 3;
+  while (marks_.size() < n_marks) {
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreate(&e), "cudaEventCreate (profile)");
+    marks_.push_back(e);
+  }
+  if (opt_.cuda_graphs)
+    check_cuda(cudaGraphLaunch(graph_for(B, &marks_), s), "cudaGraphLaunch (profile)");
+  else
+    enqueue(B, &marks_);
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (profile)");
+  advance();
+  const auto between = [&](size_t a, size_t b) {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, marks_[a], marks_[b]), "cudaEventElapsedTime");
+    return static_cast<double>(ms);
+  };
+  t.kind_ms["embed+head"] = between(0, 1) + between(sub_.size() + 1, sub_.size() + 2);
+  for (size_t i = 0; i < sub_.size(); ++i) t.kind_ms[block_name(sub_[i].kind)] += between(i + 1, i + 2);
+  t.profiled_ms = between(0, sub_.size() + 2);
+  return t;
+}
+
 }  // namespace
 
-std::unique_ptr<Model> make_cuda_model(const std::string& dir, const ModelOptions& options) {
-  return std::make_unique<CudaModel>(dir, options);
+std::unique_ptr<Model> make_cuda_model(const Checkpoint& ck, const ModelOptions& options) {
+  return std::make_unique<CudaModel>(ck, options);
 }
 }  // namespace replayssm::engine

@@ -10,10 +10,12 @@
 
 namespace replayssm::engine {
 
-/// Loads `dir` onto the first CUDA device. Errors as Model::load; UnsupportedError when there is
+class Checkpoint;
+
+/// Loads the checkpoint onto the first CUDA device. Errors as Model::load; UnsupportedError when there is
 /// no CUDA device or the model needs a size the CUDA kernels do not run (Mamba-2 d_state 64 or
 /// 128, GDN head_k_dim 64 or 128, attention head_dim <= 256, conv kernel <= 8, max_slots <= 65535;
 /// MoE blocks are not built on CUDA yet).
-std::unique_ptr<Model> make_cuda_model(const std::string& dir, const ModelOptions& options);
+std::unique_ptr<Model> make_cuda_model(const Checkpoint& ck, const ModelOptions& options);
 
 }  // namespace replayssm::engine

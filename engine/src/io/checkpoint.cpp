@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/random_weights.h"
+
 namespace replayssm::engine {
 namespace {
 
@@ -159,7 +161,19 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   return ck;
 }
 
-bool Checkpoint::has(const std::string& name) const { return where_.count(name) != 0; }
+Checkpoint Checkpoint::random(const nlohmann::json& config, uint64_t seed,
+                              const std::string& label) {
+  Checkpoint ck;
+  ck.dir_ = "random-weights:" + label;
+  ck.config_ = config;
+  ck.random_ = true;
+  ck.seed_ = seed;
+  return ck;
+}
+
+bool Checkpoint::has(const std::string& name) const {
+  return random_ || where_.count(name) != 0;
+}
 
 const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
   auto it = where_.find(name);
@@ -170,6 +184,11 @@ const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
 const StTensor& Checkpoint::info(const std::string& name) const { return file_of(name).info(name); }
 
 std::vector<float> Checkpoint::load(const std::string& name, const std::vector<int64_t>& shape) const {
+  if (random_) {
+    // Qwen configs (model_type qwen3_next, qwen3_5*, or a VLM wrapper) scale RMSNorms by (1 + w).
+    const std::string type = config_.value("model_type", std::string());
+    return random_tensor(name, shape, seed_, type.rfind("qwen", 0) == 0);
+  }
   const SafetensorsFile& f = file_of(name);
   const StTensor& t = f.info(name);
   if (t.shape != shape)

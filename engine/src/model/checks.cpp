@@ -18,6 +18,10 @@ int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
   return L;
 }
 
+void validate_options(const ModelConfig& cfg, const ModelOptions& options) {
+  resolve_options(cfg, options);
+}
+
 void check_state_option(const ModelOptions& opt) {
   const std::string& name = opt.state;
   // "bf16" / "fp16": the CUDA engine's 16-bit state (rounded every step: a shared baseline).
@@ -73,6 +77,27 @@ void check_slot_ids(std::span<const int32_t> slots, int32_t max_slots) {
   }
 }
 
+namespace {
+
+/// One token in [0, vocab) per distinct slot, each slot with room for `room` more tokens.
+void check_rows(const ModelConfig& cfg, const ModelOptions& opt,
+                const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                std::span<const int32_t> slots, int64_t room, const char* what) {
+  const int64_t B = static_cast<int64_t>(slots.size()), V = cfg.vocab_size;
+  check<ShapeError>(tokens.size() == slots.size(), what, ": ", tokens.size(), " tokens for ",
+                    slots.size(), " slots, expected one token per slot");
+  check_slot_ids(slots, opt.max_slots);
+  for (int64_t b = 0; b < B; ++b) {
+    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
+                       V, ")");
+    check<SlotError>(position[slots[b]] + room <= opt.max_context, "slot ", slots[b], " at position ",
+                     position[slots[b]], " has no room for ", room, " more tokens: context ",
+                     opt.max_context, " tokens");
+  }
+}
+
+}  // namespace
+
 void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                 const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                 std::span<const int32_t> slots, std::span<const float> logits) {
@@ -81,13 +106,20 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                     slots.size(), " slots, expected one token per slot");
   check<ShapeError>(int64_t(logits.size()) == B * V, "step: logits hold ", logits.size(),
                     " floats, expected batch * vocab = ", B * V);
+  check_rows(cfg, opt, position, tokens, slots, 1, "step");
+}
+
+void check_time_steps(const ModelConfig& cfg, const ModelOptions& opt,
+                      const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                      std::span<const int32_t> slots, int32_t steps, int32_t extra) {
+  check<ConfigError>(steps >= 1, "time_steps: steps ", steps, ", expected >= 1");
+  check_rows(cfg, opt, position, tokens, slots, int64_t{steps} + extra, "time_steps");
+}
+
+void check_skip(const ModelOptions& opt, std::span<const int32_t> slots, int64_t n) {
   check_slot_ids(slots, opt.max_slots);
-  for (int64_t b = 0; b < B; ++b) {
-    check<ConfigError>(tokens[b] >= 0 && tokens[b] < V, "token ", tokens[b], " is outside [0, ",
-                       V, ")");
-    check<SlotError>(position[slots[b]] < opt.max_context, "slot ", slots[b],
-                     " is full: context ", opt.max_context, " tokens");
-  }
+  check<SlotError>(n >= 0 && n < opt.max_context, "skip_to_position: position ", n,
+                   " is outside [0, ", opt.max_context, ") (max_context)");
 }
 
 }  // namespace replayssm::engine

@@ -29,6 +29,15 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                 const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                 std::span<const int32_t> slots, std::span<const float> logits);
 
+/// The arguments of Model::time_steps: as step's, with room for steps + extra (untimed warm-up
+/// and profiled steps) tokens in every row's context; steps >= 1.
+void check_time_steps(const ModelConfig& cfg, const ModelOptions& opt,
+                      const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                      std::span<const int32_t> slots, int32_t steps, int32_t extra);
+
+/// The arguments of Model::skip_to_position: distinct slot ids, 0 <= n < max_context.
+void check_skip(const ModelOptions& opt, std::span<const int32_t> slots, int64_t n);
+
 /// The arguments of Model::verify (model.h): per row a distinct slot feeding 1..spec_T tokens
 /// with room in its context, or a pad row (slot -1, 0 tokens); tokens and logits sized by the sum.
 void check_verify(const ModelConfig& cfg, const ModelOptions& opt,

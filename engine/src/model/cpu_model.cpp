@@ -2,6 +2,7 @@
 // (models.md §2.1). Nemotron-H / Mamba2: one mixer per layer, h += mixer(norm(h)). Qwen3-Next /
 // Qwen3.5: h += mixer(input_layernorm(h)); h += mlp(post_attention_layernorm(h)).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "cpu/ops.h"
@@ -16,8 +17,7 @@
 
 namespace replayssm::engine {
 
-CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) {
-  const Checkpoint ck = Checkpoint::open(dir);
+CpuModel::CpuModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
   cfg_ = parse_config(ck.config());
   opt_ = resolve_options(cfg_, opt);
   ssm_.mode = opt.ssm;
@@ -42,6 +42,7 @@ CpuModel::CpuModel(const std::string& dir, const ModelOptions& opt) : opt_(opt) 
   embed_ = ck.load(layout.embed, {V, H});
   for (const SublayerSpec& spec : layout.sub) {
     Sublayer s;
+    s.kind = spec.kind;
     s.norm = ck.load(spec.norm, {H});
     const std::string& mp = spec.prefix;
     switch (spec.kind) {
@@ -97,7 +98,17 @@ void CpuModel::make_batch(std::span<const int32_t> slots, bool speculative) {
   if (speculative) batch_.rows.num_tokens = make_view(ntok_.data(), DType::kI32, {B});
 }
 
-void CpuModel::forward(std::span<const int32_t> tokens, std::span<float> logits) {
+void CpuModel::forward(std::span<const int32_t> tokens, std::span<float> logits,
+                       std::map<std::string, double>* kind_ms) {
+  using Clock = std::chrono::steady_clock;
+  auto mark = Clock::now();
+  // Adds the time since the last mark to kind_ms[key] (profiling only).
+  const auto lap = [&](const std::string& key) {
+    if (!kind_ms) return;
+    const auto now = Clock::now();
+    (*kind_ms)[key] += std::chrono::duration<double, std::milli>(now - mark).count();
+    mark = now;
+  };
   const int64_t NT = batch_.tokens, H = cfg_.hidden_size;
   hidden_.resize(NT * H);
   normed_.resize(NT * H);
@@ -105,14 +116,17 @@ void CpuModel::forward(std::span<const int32_t> tokens, std::span<float> logits)
   for (int64_t i = 0; i < NT; ++i)
     std::memcpy(&hidden_[i * H], &embed_[tokens[i] * H], H * sizeof(float));
   const bool qwen_norm = cfg_.qwen_norm;
+  lap("embed+head");
   for (auto& s : sub_) {
     cpu::rms_norm(hidden_.data(), s.norm.data(), NT, H, cfg_.norm_eps, qwen_norm, normed_.data());
     s.mixer->forward(normed_.data(), delta_.data(), batch_);
     for (int64_t i = 0; i < NT * H; ++i) hidden_[i] += delta_[i];
+    lap(block_name(s.kind));
   }
   cpu::rms_norm(hidden_.data(), final_norm_.data(), NT, H, cfg_.norm_eps, qwen_norm,
                 normed_.data());
   lm_head_.apply(normed_.data(), NT, logits.data());
+  lap("embed+head");
 }
 
 void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
@@ -130,13 +144,53 @@ void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> sl
     return;
   }
   ntok_.assign(B, 1);
+  decode_step(tokens, slots, logits, nullptr);
+}
+
+void CpuModel::decode_step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                           std::span<float> logits, std::map<std::string, double>* kind_ms) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  ntok_.assign(B, 1);
   make_batch(slots, false);
-  forward(tokens, logits);
+  forward(tokens, logits, kind_ms);
   if (ssm_.mode == SsmMode::kReplay) {
+    const auto t0 = std::chrono::steady_clock::now();
     accepted_.assign(B, 1);
     replayssm::commit(ssm_.cursors, batch_.rows, make_view(accepted_.data(), DType::kI32, {B}));
+    if (kind_ms)
+      (*kind_ms)["embed+head"] += std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - t0).count();
   }
   for (int32_t s : slots) ++position_[s];
+}
+
+void CpuModel::skip_to_position(std::span<const int32_t> slots, int64_t n) {
+  check<ProtocolError>(!pending_, "skip_to_position: a verify step awaits accept()");
+  check_skip(opt_, slots, n);
+  for (int32_t s : slots) position_[s] = n;
+}
+
+StepTiming CpuModel::time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                                int32_t steps, bool profile) {
+  check<ProtocolError>(!pending_, "time_steps: a verify step awaits accept()");
+  check_time_steps(cfg_, opt_, position_, tokens, slots, steps, profile ? 1 : 0);
+  check<UnsupportedError>(opt_.spec_T == 0,
+                          "time_steps: the model was loaded for verify steps (spec_T ",
+                          opt_.spec_T, "); time decode steps on a model with spec_T 0");
+  StepTiming t;
+  if (slots.empty()) return t;
+  std::vector<float> logits(slots.size() * static_cast<size_t>(cfg_.vocab_size));
+  for (int32_t i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    decode_step(tokens, slots, logits, nullptr);
+    t.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (profile) {
+    decode_step(tokens, slots, logits, &t.kind_ms);
+    for (const auto& [k, ms] : t.kind_ms) t.profiled_ms += ms;
+  }
+  return t;
 }
 
 void CpuModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,

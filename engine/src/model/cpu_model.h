@@ -1,5 +1,7 @@
 // The float32 CPU implementation of Model (BLAS GEMMs, library SSM ops on host tensors).
 #pragma once
+#include <map>
+#include <string>
 #include <vector>
 
 #include "cpu/ops.h"
@@ -10,7 +12,7 @@ namespace replayssm::engine {
 
 class CpuModel final : public Model {
  public:
-  CpuModel(const std::string& dir, const ModelOptions& options);
+  CpuModel(const Checkpoint& ck, const ModelOptions& options);
   const ModelConfig& config() const override { return cfg_; }
   const ModelOptions& options() const override { return opt_; }
   void reset(std::span<const int32_t> slots) override;
@@ -20,14 +22,23 @@ class CpuModel final : public Model {
   void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
               std::span<const int32_t> slots, std::span<float> logits) override;
   void accept(std::span<const int32_t> accepted) override;
+  void skip_to_position(std::span<const int32_t> slots, int64_t n) override;
+  StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                        int32_t steps, bool profile) override;
 
  private:
   /// Fills batch_ for rows feeding ntok_ tokens (pad rows: slot -1, 0 tokens).
   void make_batch(std::span<const int32_t> slots, bool speculative);
   /// Embeds the packed tokens, runs every sub-layer and the head: logits [batch_.tokens, vocab].
-  void forward(std::span<const int32_t> tokens, std::span<float> logits);
+  /// kind_ms (profiling): adds each part's host time (StepTiming::kind_ms keys).
+  void forward(std::span<const int32_t> tokens, std::span<float> logits,
+               std::map<std::string, double>* kind_ms = nullptr);
+  /// One token per row (checked by the caller): forward, commit the rings, advance positions.
+  void decode_step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                   std::span<float> logits, std::map<std::string, double>* kind_ms);
 
   struct Sublayer {
+    BlockKind kind = BlockKind::kMlp;
     std::vector<float> norm;
     std::unique_ptr<Mixer> mixer;
   };

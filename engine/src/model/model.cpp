@@ -1,6 +1,7 @@
 #include "replayssm/engine/model.h"
 
 #include "model/cpu_model.h"
+#include "replayssm/engine/checkpoint.h"
 #ifdef RSSM_WITH_CUDA
 #include "cuda/cuda_model.h"
 #endif
@@ -16,6 +17,12 @@ namespace {
 // run multi-token steps yet (attention, convolution and MLP over T tokens; issue 9).
 constexpr const char* kNoCudaVerify =
     "speculative decoding is not wired into the CUDA model yet: run it with --device cpu";
+
+[[maybe_unused]] void check_cuda_build(const ModelOptions& options) {
+  check<UnsupportedError>(!options.cuda,
+                          "this build has no CUDA backend (configured without nvcc, or with "
+                          "-DRSSM_CUDA=OFF): run generate with --device cpu");
+}
 }
 
 // Backends without verify steps (the CUDA model) inherit these.
@@ -27,14 +34,20 @@ void Model::accept(std::span<const int32_t>) { throw UnsupportedError(kNoCudaVer
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
   check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
-#ifdef RSSM_WITH_CUDA
-  if (options.cuda) return make_cuda_model(dir, options);
-#else
-  check<UnsupportedError>(!options.cuda,
-                          "this build has no CUDA backend (configured without nvcc, or with "
-                          "-DRSSM_CUDA=OFF): run generate with --device cpu");
+#ifndef RSSM_WITH_CUDA
+  check_cuda_build(options);  // before reading any file
 #endif
-  return std::make_unique<CpuModel>(dir, options);
+  return load(Checkpoint::open(dir), options);
+}
+
+std::unique_ptr<Model> Model::load(const Checkpoint& ck, const ModelOptions& options) {
+  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
+#ifdef RSSM_WITH_CUDA
+  if (options.cuda) return make_cuda_model(ck, options);
+#else
+  check_cuda_build(options);
+#endif
+  return std::make_unique<CpuModel>(ck, options);
 }
 
 }  // namespace replayssm::engine

@@ -26,18 +26,28 @@ class Checkpoint {
   /// "-Infinity", "NaN", which parse_config reads as numbers.
   static Checkpoint open(const std::string& dir);
 
+  /// A synthetic checkpoint for timing (`replayssm bench e2e --random-weights`): `config` as
+  /// config.json, and every tensor a loader asks for exists with the shape it asks for, filled
+  /// with reproducible pseudo-random values of a trained model's scale (random_weights.cpp:
+  /// linear and embedding weights uniform with std 1/sqrt(fan-in), norms near their identity,
+  /// A_log, dt_bias and D in the ranges published Mamba-2 / GDN layers use). The values are a
+  /// function of (seed, tensor name, index) only. dir() is "random-weights:<label>".
+  /// Decode timing does not depend on the values; the model's outputs are meaningless.
+  static Checkpoint random(const nlohmann::json& config, uint64_t seed, const std::string& label);
+
   /// The directory as given to open().
   const std::string& dir() const { return dir_; }
   /// config.json, parsed (see open() for non-finite numbers).
   const nlohmann::json& config() const { return config_; }
-  /// Whether any file of the checkpoint holds tensor `name`.
+  /// Whether any file of the checkpoint holds tensor `name` (a random() checkpoint holds all).
   bool has(const std::string& name) const;
-  /// Header entry of a tensor; CheckpointError "missing tensor 'name'" if absent.
+  /// Header entry of a tensor; CheckpointError "missing tensor 'name'" if absent (and for every
+  /// name of a random() checkpoint, which has no files).
   const StTensor& info(const std::string& name) const;
   /// The tensor as float32 after checking its shape equals `shape` (CheckpointError naming the
   /// tensor, the actual and the expected shape otherwise).
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& shape) const;
-  /// All tensor names across shards, sorted.
+  /// All tensor names across shards, sorted (empty for a random() checkpoint).
   std::vector<std::string> names() const;
 
  private:
@@ -46,6 +56,8 @@ class Checkpoint {
   nlohmann::json config_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> where_;  // tensor name -> index into files_
+  bool random_ = false;                  // random(): tensors made on demand
+  uint64_t seed_ = 0;
 };
 
 }  // namespace replayssm::engine

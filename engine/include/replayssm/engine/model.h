@@ -3,9 +3,11 @@
 // models.md §2 (the transformers implementations named there), DESIGN.md §5.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "replayssm/engine/config.h"
 
@@ -53,9 +55,33 @@ struct ModelOptions {
   int32_t spec_T = 0;
 };
 
+/// Checks options against a config as Model::load does before reading any weight: ConfigError /
+/// UnsupportedError naming the bad value (backend-specific limits, e.g. of the CUDA kernels, are
+/// checked by load itself).
+void validate_options(const ModelConfig& cfg, const ModelOptions& options);
+
 /// The ring length ring_L = 0 resolves to for a model decoding `batch` rows (dispatch.h; the
 /// shortest recommendation over the model's SSM layer families).
 int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch);
+
+class Checkpoint;
+
+/// What Model::time_steps measured (benchmark support).
+struct StepTiming {
+  /// Each timed step's duration in milliseconds, in order: CUDA events around each step's graph
+  /// launch on the device (CUDA), the host clock around the step (CPU).
+  std::vector<double> step_ms;
+  /// One further profiled step (when asked): milliseconds per part, keyed by block kind
+  /// (block_name(): "mamba2", "gdn", "attention", "mlp", "moe"; each sub-layer's norm included)
+  /// and "embed+head" (embedding, final norm, lm_head, cursor commit). CUDA: a separate graph of
+  /// the same step with an event between sub-layers (the events cost a little; the sum is
+  /// profiled_ms, not a step_ms value).
+  std::map<std::string, double> kind_ms;
+  double profiled_ms = 0;  ///< the profiled step's total
+  /// Untimed steps run first (CUDA: one eager step when the batch size had none yet, so that the
+  /// timed steps replay its captured graph). They advance positions like the others.
+  int32_t warmup_steps = 0;
+};
 
 class Model {
  public:
@@ -63,6 +89,8 @@ class Model {
   /// Loads dir (config.json + safetensors, checkpoint.h). Errors: CheckpointError (files,
   /// tensors), ConfigError (config or options), UnsupportedError (architecture feature or device).
   static std::unique_ptr<Model> load(const std::string& dir, const ModelOptions& options);
+  /// The same from an open checkpoint (e.g. Checkpoint::random for benchmarks).
+  static std::unique_ptr<Model> load(const Checkpoint& ck, const ModelOptions& options);
 
   virtual const ModelConfig& config() const = 0;
   virtual const ModelOptions& options() const = 0;
@@ -99,6 +127,30 @@ class Model {
   /// (overwritten later). Errors (nothing modified): ProtocolError (no pending verify), ShapeError
   /// (size), SlotError (count out of range).
   virtual void accept(std::span<const int32_t> accepted);
+
+  // Benchmark support (`replayssm bench e2e`): the steps below do the work of real decode steps,
+  // but what they compute is not a continuation of any text.
+
+  /// Moves fresh or used slots to position n as if they had consumed n tokens, without running
+  /// them: the KV cache positions below n hold whatever they hold (zeros for a fresh slot), the
+  /// conv and SSM state and the ring cursors are left as they are. Later steps attend over n
+  /// positions, so they cost what a step at context n costs. Errors (nothing modified):
+  /// SlotError (bad or repeated slot; n outside [0, max_context)), ProtocolError (a verify
+  /// awaits accept).
+  virtual void skip_to_position(std::span<const int32_t> slots, int64_t n) = 0;
+
+  /// Runs `steps` decode steps of the rows (each step feeds `tokens` again: nothing is sampled,
+  /// the logits stay where the model computes them) and times each one; with `profile`, one more
+  /// step is run and timed part by part (StepTiming::kind_ms). Every step (the profiled one
+  /// included) advances the rows' positions and SSM rings exactly like step(). Errors as step()
+  /// (nothing modified), SlotError when the context cannot hold steps (+ 1 with profile, + 1 for
+  /// a warm-up step: StepTiming::warmup_steps) more tokens, ConfigError for steps < 1.
+  virtual StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                                int32_t steps, bool profile) = 0;
+
+  /// Bytes of device memory the model holds (weights, SSM states and rings, KV caches, buffers);
+  /// 0 on the CPU.
+  virtual int64_t device_bytes() const { return 0; }
 };
 
 }  // namespace replayssm::engine

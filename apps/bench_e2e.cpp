@@ -1,0 +1,280 @@
+// `replayssm bench e2e`: decode-step throughput of a whole model, conventional vs ReplaySSM
+// decoding (issue 9). The model has the exact layer structure and sizes of a published checkpoint
+// (--arch, engine/include/replayssm/engine/published.h) or of a checkpoint directory (--model),
+// with random weights (timing does not depend on the values) or the checkpoint's own. For every
+// variant (conventional; replay at each --L and --state) and batch size, the rows are moved to
+// --context positions, their ring phases staggered, and whole flush cycles of CUDA-graph decode
+// steps are timed (Model::time_steps); see e2e_report.cpp "method".
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "cuda/device.h"
+#include "e2e_report.h"
+#include "progress.h"
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
+#include "replayssm/engine/model.h"
+#include "replayssm/engine/published.h"
+#include "replayssm/errors.h"
+#include "run_info.h"
+
+namespace replayssm::cli {
+namespace {
+
+struct E2eArgs {
+  std::string arch, model, device = "auto", json_out, commit;
+  bool random_weights = false;
+  std::vector<int64_t> batches = {1, 8, 32, 64, 128, 256, 512};
+  std::vector<int> ring_lengths = {16};
+  std::vector<std::string> states = {"fp32"};
+  int64_t context = 1024;
+  int windows = 5, profile_steps = 3;
+  uint64_t seed = 20261201;
+};
+
+/// One model configuration to time: conventional, or replay at ring length L in a state mode.
+struct Variant {
+  engine::SsmMode ssm;
+  int L;
+  std::string state;
+};
+
+/// Median / p10 / p90 by linear interpolation between order statistics.
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::string family_of(const engine::ModelConfig& cfg) {
+  bool m = false, g = false;
+  for (const engine::BlockKind k : cfg.layers) {
+    m = m || k == engine::BlockKind::kMamba2;
+    g = g || k == engine::BlockKind::kGdn;
+  }
+  return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
+}
+
+/// Times one batch size on a loaded model; fills the row's timing fields.
+E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int64_t batch,
+                  int window_steps, int stagger_L, std::mt19937_64& rng) {
+  const engine::ModelConfig& cfg = model.config();
+  const int32_t pool = model.options().max_slots;
+  std::vector<int32_t> all(static_cast<size_t>(pool));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  const std::vector<int32_t> slots(all.begin(), all.begin() + batch);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(batch));
+  for (int32_t& t : tokens) t = tok(rng);
+
+  model.reset(slots);
+  model.skip_to_position(slots, a.context);
+  // Serving rows are at different points of their flush cycle: row r decodes r mod L steps
+  // alone first, so every later step flushes about 1/L of the rows.
+  std::vector<float> logits;
+  for (int j = 0; j + 1 < stagger_L; ++j) {
+    std::vector<int32_t> s, t;
+    for (int64_t r = 0; r < batch; ++r)
+      if (r % stagger_L > j) {
+        s.push_back(slots[r]);
+        t.push_back(tokens[r]);
+      }
+    if (s.empty()) break;
+    logits.resize(s.size() * static_cast<size_t>(cfg.vocab_size));
+    model.step(t, s, logits);
+  }
+  model.time_steps(tokens, slots, window_steps, false);  // warm-up (and graph capture)
+  const engine::StepTiming t = model.time_steps(tokens, slots, a.windows * window_steps, false);
+  std::vector<double> window_ms;
+  for (int w = 0; w < a.windows; ++w) {
+    double sum = 0;
+    for (int i = 0; i < window_steps; ++i) sum += t.step_ms[static_cast<size_t>(w * window_steps + i)];
+    window_ms.push_back(sum / window_steps);
+  }
+  E2eRow row;
+  row.variant = engine::ssm_mode_name(v.ssm);
+  if (v.ssm == engine::SsmMode::kReplay) row.L = v.L;
+  row.state = v.state == "fp32" ? "fp32/fp32" : v.state;
+  row.batch = batch;
+  row.ms = percentile(window_ms, 0.5);
+  row.ms_p10 = percentile(window_ms, 0.1);
+  row.ms_p90 = percentile(window_ms, 0.9);
+  row.tokens_per_s = static_cast<double>(batch) / (row.ms * 1e-3);
+  row.steps_timed = a.windows * window_steps;
+  for (int p = 0; p < a.profile_steps; ++p) {
+    const engine::StepTiming pr = model.time_steps(tokens, slots, 1, true);
+    for (const auto& [k, ms] : pr.kind_ms) row.kind_ms[k] += ms / a.profile_steps;
+    row.profiled_ms += pr.profiled_ms / a.profile_steps;
+  }
+  const double ssm = (row.kind_ms.count("mamba2") ? row.kind_ms["mamba2"] : 0.0) +
+                     (row.kind_ms.count("gdn") ? row.kind_ms["gdn"] : 0.0);
+  row.ssm_share = row.profiled_ms > 0 ? ssm / row.profiled_ms : 0.0;
+  row.gpu_memory_bytes = model.device_bytes();
+  row.max_slots = pool;
+  const int dispatched_L = engine::auto_ring_length(cfg, batch);
+  row.dispatched = v.ssm == engine::SsmMode::kReplay ? dispatched_L == v.L : dispatched_L == 1;
+  return row;
+}
+
+int run_e2e(const E2eArgs& args) {
+  E2eArgs a = args;
+  check<ConfigError>(a.arch.empty() != a.model.empty(),
+                     "bench e2e: give exactly one of --arch NAME and --model DIR");
+  check<ConfigError>(!a.arch.empty() <= a.random_weights,
+                     "bench e2e --arch builds a published architecture without its weights: add "
+                     "--random-weights (decode timing does not depend on the values), or give "
+                     "--model DIR");
+  if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  if (!a.json_out.empty()) check_writable(a.json_out, "--json");
+
+  nlohmann::json config;
+  std::string label;
+  if (!a.arch.empty()) {
+    config = engine::published_config(a.arch);
+    label = a.arch;
+  } else {
+    config = engine::Checkpoint::open(a.model).config();
+    std::filesystem::path p(a.model);
+    if (!p.has_filename()) p = p.parent_path();
+    label = p.filename().string();
+  }
+  const engine::ModelConfig cfg = engine::parse_config(config);
+  const engine::Checkpoint ck = a.random_weights ? engine::Checkpoint::random(config, a.seed, label)
+                                                 : engine::Checkpoint::open(a.model);
+
+  std::sort(a.batches.begin(), a.batches.end());
+  a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
+  const int64_t max_batch = a.batches.back();
+  // A window holds whole flush cycles of every ring length timed.
+  int window_steps = 1;
+  for (const int L : a.ring_lengths) window_steps = std::lcm(window_steps, L);
+  const int stagger_max = *std::max_element(a.ring_lengths.begin(), a.ring_lengths.end());
+  const int64_t positions_needed = stagger_max + 1 + window_steps * (a.windows + 1) +
+                                   2 * a.profile_steps + 1;
+
+  std::vector<Variant> variants{{engine::SsmMode::kConventional, 1, "fp32"}};
+  for (const std::string& s : a.states)
+    for (const int L : a.ring_lengths) variants.push_back({engine::SsmMode::kReplay, L, s});
+
+  const auto options_of = [&](const Variant& v) {
+    engine::ModelOptions o;
+    o.cuda = a.device == "cuda";
+    o.ssm = v.ssm;
+    o.ring_L = v.L;
+    o.state = v.state;
+    o.max_slots = static_cast<int32_t>(max_batch);
+    o.max_context = a.context + positions_needed;
+    return o;
+  };
+  for (const Variant& v : variants) engine::validate_options(cfg, options_of(v));  // fail early
+
+  E2eRunInfo info;
+  info.arch = label;
+  info.weights = a.random_weights ? "random" : a.model;
+  info.device = a.device;
+  info.commit = a.commit.empty() ? git_commit() : a.commit;
+  info.context = a.context;
+  info.window_steps = window_steps;
+  info.windows = a.windows;
+  info.seed = a.seed;
+  info.family = family_of(cfg);
+
+  fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} windows of {} "
+             "steps per point\n",
+             label, info.family, info.weights,
+             a.device == "cuda" ? cuda::device_summary() : std::string("the CPU"),
+             fmt::format("{}", fmt::join(a.batches, ",")), a.context, a.windows, window_steps);
+  std::vector<E2eRow> rows;
+  std::mt19937_64 rng(a.seed);
+  Progress bar("bench e2e", static_cast<long>(variants.size() * a.batches.size()));
+  for (const Variant& v : variants) {
+    const std::unique_ptr<engine::Model> model = engine::Model::load(ck, options_of(v));
+    for (const int64_t b : a.batches) {
+      rows.push_back(time_batch(*model, a, v, b, window_steps, stagger_max, rng));
+      bar.tick();
+    }
+  }
+  bar.done();
+  for (E2eRow& r : rows)
+    for (const E2eRow& base : rows)
+      if (base.batch == r.batch && base.variant == "conventional") r.speedup = base.ms / r.ms;
+  print_e2e_table(info, rows);
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
+    f << e2e_json(info, rows).dump(2) << "\n";
+    fmt::print("wrote {} (plot: python3 bench/plot_e2e.py {} OUT.png)\n", a.json_out, a.json_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Action& action) {
+  auto* bench = app.add_subcommand(
+      "bench", "benchmarks of whole models (the kernel benchmarks are build/bench/replayssm_bench "
+               "kernels|verify, built with CUDA)");
+  bench->require_subcommand(1);
+  auto* a = new E2eArgs;  // lives as long as the app (the process)
+  auto* sub = bench->add_subcommand(
+      "e2e", "decode-step throughput of a whole model: conventional vs ReplaySSM decoding, per "
+             "batch size, at a given context");
+  std::string names;
+  for (const std::string& n : engine::published_config_names()) names += (names.empty() ? "" : ", ") + n;
+  sub->add_option("--arch", a->arch, "a published architecture, built with --random-weights: " + names);
+  sub->add_option("--model", a->model, "a checkpoint directory (its weights, or with "
+                                       "--random-weights only its config.json)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_flag("--random-weights", a->random_weights,
+                "random weights of a trained model's scale (timing does not depend on the values; "
+                "the results say \"weights\": \"random\")");
+  sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(65535)));
+  sub->add_option("--context", a->context, "tokens already in every row's context (KV cache "
+                                           "length) when timing starts")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  sub->add_option("-L,--ring", a->ring_lengths, "ReplaySSM ring lengths to time, comma-separated "
+                                                "(the L sweep), each 1..64")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  sub->add_option("--state", a->states, "state modes of the replay variants, comma-separated "
+                                        "(fp32, or split modes such as fp32/bf16; see generate)")
+      ->delimiter(',');
+  sub->add_option("--windows", a->windows, "timed windows per point (each a multiple of every L "
+                                           "steps); the median window is reported")
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--profile-steps", a->profile_steps,
+                  "profiled steps per point (SSM share of the step)")
+      ->check(CLI::Range(1, 100));
+  sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_option("--seed", a->seed, "seed of the random weights, slots and tokens");
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"e2e\")");
+  sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
+                                         "HEAD in the working directory)");
+  sub->callback([&action, a] { action = [a] { return run_e2e(*a); }; });
+  auto* spec = bench->add_subcommand(
+      "spec", "speculative decoding throughput: standard vs snapshot vs ReplaySSM (not built yet)");
+  spec->allow_extras();
+  spec->callback([&action] {
+    action = [] {
+      std::fprintf(stderr, "replayssm bench spec: not built yet\n");
+      return 2;
+    };
+  });
+}
+
+}  // namespace replayssm::cli

@@ -1,0 +1,111 @@
+#include "e2e_report.h"
+
+#include <fmt/core.h>
+
+#include <set>
+
+#include "cuda/device.h"
+#include "run_info.h"
+
+namespace replayssm::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string variant_name(const E2eRow& r) {
+  std::string v = r.L ? fmt::format("{} L{}", r.variant, *r.L) : r.variant;
+  if (r.state != "fp32/fp32") v += " " + r.state;
+  return v;
+}
+
+}  // namespace
+
+void print_e2e_table(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
+  fmt::print("\n{} ({} weights, {}), context {}: ms per decode step (speedup over conventional), "
+             "SSM share of the step\n",
+             info.arch, info.weights, info.device, info.context);
+  std::vector<std::string> variants;
+  for (const E2eRow& r : rows) {
+    const std::string v = variant_name(r);
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+  }
+  fmt::print("{:>6}", "batch");
+  for (const std::string& v : variants) fmt::print("  {:>28}", v);
+  fmt::print("\n");
+  std::set<int64_t> batches;
+  for (const E2eRow& r : rows) batches.insert(r.batch);
+  for (const int64_t b : batches) {
+    fmt::print("{:>6}", b);
+    for (const std::string& v : variants) {
+      const E2eRow* hit = nullptr;
+      for (const E2eRow& r : rows)
+        if (r.batch == b && variant_name(r) == v) hit = &r;
+      if (!hit) {
+        fmt::print("  {:>28}", "-");
+        continue;
+      }
+      fmt::print("  {:>28}", fmt::format("{:.3f} ({:.2f}x) ssm {:.0f}%{}", hit->ms, hit->speedup,
+                                         100.0 * hit->ssm_share, hit->dispatched ? " *" : ""));
+    }
+    fmt::print("\n");
+  }
+  fmt::print("(* the ring length the dispatcher picks at that batch, -L 0; tokens/s = batch / ms "
+             "in the JSON)\n");
+}
+
+json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
+  json j;
+  j["bench"] = "e2e";
+  j["commit"] = info.commit;
+  j["date"] = utc_now();
+  j["gpu"] = info.device == "cuda" ? json(cuda::device_summary()) : json(nullptr);
+  j["cpu"] = cpu_name();
+  j["device"] = info.device;
+  j["arch"] = info.arch;
+  j["weights"] = info.weights;
+  j["context"] = info.context;
+  j["window_steps"] = info.window_steps;
+  j["windows"] = info.windows;
+  j["seed"] = info.seed;
+  j["method"] =
+      "per (variant, batch): fresh slots chosen at random from the pool, moved to position "
+      "`context` (KV cache filled to that length), ring phases staggered across rows as in "
+      "serving (row r first decodes r mod L steps alone), warm-up, then `windows` windows of "
+      "`window_steps` CUDA-graph decode steps (a multiple of every L: each window holds whole "
+      "flush cycles), each step timed with CUDA events (host clock on the CPU); ms = median over "
+      "windows of the window's mean step time. ssm_share from separately profiled steps (one event "
+      "between sub-layers). Logits stay on the device (no sampling, no transfer).";
+  json out = json::array();
+  for (const E2eRow& r : rows) {
+    json x;
+    x["arch"] = info.arch;
+    x["shape"] = info.arch;
+    x["family"] = info.family;
+    x["weights"] = info.weights;
+    x["context"] = info.context;
+    x["batch"] = r.batch;
+    x["variant"] = r.variant;
+    x["L"] = r.L ? json(*r.L) : json(nullptr);
+    x["state"] = r.state;
+    x["ms_per_step"] = r.ms;
+    x["ms_p10"] = r.ms_p10;
+    x["ms_p90"] = r.ms_p90;
+    x["us"] = r.ms * 1e3;
+    x["tokens_per_s"] = r.tokens_per_s;
+    x["ssm_share"] = r.ssm_share;
+    x["kind_ms"] = r.kind_ms;
+    x["profiled_ms"] = r.profiled_ms;
+    x["speedup"] = r.speedup;
+    x["baseline"] = "conventional";
+    x["dispatched"] = r.dispatched;
+    x["gpu_memory_bytes"] = r.gpu_memory_bytes;
+    x["max_slots"] = r.max_slots;
+    x["steps_timed"] = r.steps_timed;
+    x["phases"] = "staggered";
+    out.push_back(std::move(x));
+  }
+  j["rows"] = std::move(out);
+  return j;
+}
+
+}  // namespace replayssm::cli

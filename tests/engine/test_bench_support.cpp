@@ -1,0 +1,248 @@
+// What `replayssm bench e2e` stands on: the published configs it builds (models.md §1), the
+// synthetic checkpoint (Checkpoint::random) and the model's benchmark hooks (skip_to_position,
+// time_steps), on the CPU and, where a device is present, on CUDA. time_steps must do the work of
+// real decode steps: a model advanced by it continues exactly like one advanced by step().
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
+#include "replayssm/engine/errors.h"
+#include "replayssm/engine/model.h"
+#include "replayssm/engine/published.h"
+
+namespace replayssm::engine {
+namespace {
+
+const std::string kTiny = std::string(RSSM_SOURCE_DIR) + "/models/nemotron-h-tiny";
+const std::string kTinyGdn = std::string(RSSM_SOURCE_DIR) + "/models/qwen3-next-tiny";
+
+int64_t count(const std::vector<BlockKind>& v, BlockKind k) {
+  return std::count(v.begin(), v.end(), k);
+}
+
+TEST(PublishedConfig, NemotronNano4BHasTheModelCardsLayers) {
+  const ModelConfig c = parse_config(published_config("nemotron-3-nano-4b"));
+  EXPECT_EQ(c.arch, Arch::kNemotronH);
+  EXPECT_EQ(c.num_layers, 42);
+  EXPECT_EQ(count(c.layers, BlockKind::kMamba2), 21);
+  EXPECT_EQ(count(c.layers, BlockKind::kMlp), 17);
+  EXPECT_EQ(count(c.layers, BlockKind::kAttention), 4);
+  for (const int i : {12, 17, 24, 32}) EXPECT_EQ(c.layers[i], BlockKind::kAttention) << i;
+  EXPECT_EQ(c.hidden_size, 3136);
+  EXPECT_EQ(c.mamba.nheads, 96);
+  EXPECT_EQ(c.mamba.headdim, 80);
+  EXPECT_EQ(c.mamba.d_state, 128);
+  EXPECT_EQ(c.mamba.ngroups, 8);
+  EXPECT_EQ(c.mamba.d_inner(), 7680);
+  EXPECT_EQ(c.mamba.conv_dim(), 9728);
+  EXPECT_EQ(c.mamba.norm_group_size, 7680 / 8);
+  EXPECT_EQ(c.attn.num_heads, 40);
+  EXPECT_EQ(c.attn.num_kv_heads, 8);
+  EXPECT_EQ(c.attn.head_dim, 128);
+  EXPECT_EQ(c.attn.rotary_dim, 0);
+  EXPECT_EQ(c.mlp.intermediate, 12544);
+  EXPECT_FALSE(c.mlp.gated);
+  EXPECT_EQ(c.vocab_size, 131072);
+  EXPECT_FALSE(c.tie_word_embeddings);
+}
+
+TEST(PublishedConfig, Qwen35_4BHasTheModelCardsLayers) {
+  const ModelConfig c = parse_config(published_config("qwen3.5-4b"));
+  EXPECT_EQ(c.arch, Arch::kQwen35);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(count(c.layers, BlockKind::kGdn), 24);
+  EXPECT_EQ(count(c.layers, BlockKind::kAttention), 8);
+  for (int i = 3; i < 32; i += 4) EXPECT_EQ(c.layers[i], BlockKind::kAttention) << i;
+  EXPECT_EQ(count(c.qwen_mlp, BlockKind::kMlp), 32);
+  EXPECT_EQ(c.hidden_size, 2560);
+  EXPECT_EQ(c.gdn.num_k_heads, 16);
+  EXPECT_EQ(c.gdn.num_v_heads, 32);
+  EXPECT_EQ(c.gdn.head_k_dim, 128);
+  EXPECT_EQ(c.gdn.head_v_dim, 128);
+  EXPECT_EQ(c.gdn.conv_dim(), 8192);
+  EXPECT_FALSE(c.gdn.interleaved_proj);
+  EXPECT_EQ(c.attn.num_heads, 16);
+  EXPECT_EQ(c.attn.num_kv_heads, 4);
+  EXPECT_EQ(c.attn.head_dim, 256);
+  EXPECT_EQ(c.attn.rotary_dim, 64);
+  EXPECT_TRUE(c.attn.output_gate);
+  EXPECT_TRUE(c.attn.qk_norm);
+  EXPECT_EQ(c.mlp.intermediate, 9216);
+  EXPECT_TRUE(c.mlp.gated);
+  EXPECT_EQ(c.vocab_size, 248320);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qwen_norm);
+}
+
+TEST(PublishedConfig, UnknownNameListsTheKnownOnes) {
+  try {
+    published_config("gpt-5");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'gpt-5'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nemotron-3-nano-4b, qwen3.5-4b"), std::string::npos)
+        << e.what();
+  }
+}
+
+double mean(const std::vector<float>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+double stddev(const std::vector<float>& v) {
+  const double m = mean(v);
+  double s = 0;
+  for (const float x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size()));
+}
+
+TEST(RandomCheckpoint, HoldsEveryTensorWithTheAskedShapeReproducibly) {
+  const nlohmann::json cfg = published_config("nemotron-3-nano-4b");
+  const Checkpoint a = Checkpoint::random(cfg, 7, "nano"), b = Checkpoint::random(cfg, 7, "nano");
+  const Checkpoint other_seed = Checkpoint::random(cfg, 8, "nano");
+  EXPECT_EQ(a.dir(), "random-weights:nano");
+  EXPECT_TRUE(a.has("backbone.layers.0.mixer.in_proj.weight"));
+  EXPECT_TRUE(a.names().empty());
+  EXPECT_THROW(a.info("anything"), CheckpointError);
+  const std::string w = "backbone.layers.0.mixer.in_proj.weight";
+  const std::vector<float> x = a.load(w, {300, 3136});
+  ASSERT_EQ(x.size(), 300u * 3136u);
+  EXPECT_EQ(x, b.load(w, {300, 3136}));
+  EXPECT_NE(x, other_seed.load(w, {300, 3136}));
+  EXPECT_NE(x, a.load("backbone.layers.1.mixer.in_proj.weight", {300, 3136}));
+  // Uniform with std 1/sqrt(fan-in).
+  EXPECT_NEAR(mean(x), 0.0, 2e-4);
+  EXPECT_NEAR(stddev(x), 1.0 / std::sqrt(3136.0), 2e-4);
+  const std::vector<float> emb = a.load("backbone.embeddings.weight", {50, 3136});
+  EXPECT_NEAR(stddev(emb), 1.0 / std::sqrt(3136.0), 5e-4);
+
+  for (const float v : a.load("backbone.layers.0.mixer.A_log", {96})) {
+    EXPECT_GE(v, 0.0f);
+    EXPECT_LE(v, std::log(16.0f));
+  }
+  for (const float v : a.load("backbone.layers.0.mixer.dt_bias", {96})) {
+    const double dt = std::log1p(std::exp(double(v)));  // softplus
+    EXPECT_GE(dt, 1e-3 * (1 - 1e-6));
+    EXPECT_LE(dt, 1e-1 * (1 + 1e-6));
+  }
+  for (const float v : a.load("backbone.layers.0.mixer.D", {96})) EXPECT_EQ(v, 1.0f);
+  for (const float v : a.load("backbone.layers.0.mixer.conv1d.bias", {9728})) EXPECT_EQ(v, 0.0f);
+  const std::vector<float> conv = a.load("backbone.layers.0.mixer.conv1d.weight", {9728, 1, 4});
+  EXPECT_NEAR(stddev(conv), 0.5, 0.01);  // fan-in = the 4 taps
+  for (const float v : a.load("backbone.layers.0.norm.weight", {3136})) {
+    EXPECT_GE(v, 0.95f);
+    EXPECT_LE(v, 1.05f);
+  }
+}
+
+TEST(RandomCheckpoint, QwenNormsScaleByOnePlusW) {
+  const Checkpoint q = Checkpoint::random(published_config("qwen3.5-4b"), 1, "q");
+  for (const float v : q.load("model.layers.0.input_layernorm.weight", {2560}))
+    EXPECT_LE(std::abs(v), 0.05f);
+  for (const float v : q.load("model.layers.0.self_attn.q_norm.weight", {256}))
+    EXPECT_LE(std::abs(v), 0.05f);
+  // The GDN gated norm multiplies by w (Qwen3NextRMSNormGated).
+  for (const float v : q.load("model.layers.0.linear_attn.norm.weight", {128})) EXPECT_GE(v, 0.95f);
+}
+
+/// A tiny model of the bundled one's config with random weights.
+std::unique_ptr<Model> tiny(const std::string& dir, bool cuda, SsmMode ssm, int L) {
+  ModelOptions o;
+  o.cuda = cuda;
+  o.ssm = ssm;
+  o.ring_L = L;
+  o.max_slots = 6;
+  o.max_context = 64;
+  return Model::load(Checkpoint::random(Checkpoint::open(dir).config(), 3, "tiny"), o);
+}
+
+/// time_steps(n) and n step() calls leave two models in the same state: their next step's logits
+/// agree bit for bit (same kernels, same arguments; graph and eager launches compute the same).
+void time_steps_continue_like_step(const std::string& dir, bool cuda, SsmMode ssm, int L) {
+  auto a = tiny(dir, cuda, ssm, L), b = tiny(dir, cuda, ssm, L);
+  const std::vector<int32_t> slots{4, 1, 3}, tokens{17, 200, 5};
+  a->skip_to_position(slots, 9);
+  b->skip_to_position(slots, 9);
+  EXPECT_EQ(a->position(4), 9);
+  const int steps = 7;  // crosses a flush at L = 4
+  const StepTiming t = a->time_steps(tokens, slots, steps, true);
+  ASSERT_EQ(t.step_ms.size(), size_t(steps));
+  for (const double ms : t.step_ms) EXPECT_GT(ms, 0.0);
+  const int advanced = steps + 1 + t.warmup_steps;
+  std::vector<float> lb(3 * 256);
+  for (int i = 0; i < advanced; ++i) b->step(tokens, slots, lb);
+  for (const int32_t s : slots) EXPECT_EQ(a->position(s), b->position(s)) << s;
+  EXPECT_EQ(a->position(0), 0);
+  std::vector<float> la(3 * 256);
+  const std::vector<int32_t> next{9, 8, 7};
+  a->step(next, slots, la);
+  b->step(next, slots, lb);
+  EXPECT_EQ(la, lb);
+  // The profile names the parts and sums to its total.
+  double sum = 0;
+  for (const auto& [k, ms] : t.kind_ms) {
+    EXPECT_GE(ms, 0.0) << k;
+    sum += ms;
+  }
+  EXPECT_TRUE(t.kind_ms.count("embed+head"));
+  EXPECT_TRUE(t.kind_ms.count("attention"));
+  EXPECT_TRUE(t.kind_ms.count("mamba2") || t.kind_ms.count("gdn"));
+  EXPECT_NEAR(sum, t.profiled_ms, 1e-6 + 1e-3 * t.profiled_ms);
+}
+
+TEST(BenchHooks, TimeStepsContinueLikeStepCpu) {
+  time_steps_continue_like_step(kTiny, false, SsmMode::kReplay, 4);
+  time_steps_continue_like_step(kTiny, false, SsmMode::kConventional, 1);
+  time_steps_continue_like_step(kTinyGdn, false, SsmMode::kReplay, 4);
+}
+
+TEST(BenchHooks, TimeStepsContinueLikeStepCuda) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  time_steps_continue_like_step(kTiny, true, SsmMode::kReplay, 4);
+  time_steps_continue_like_step(kTiny, true, SsmMode::kConventional, 1);
+  time_steps_continue_like_step(kTinyGdn, true, SsmMode::kReplay, 4);
+  auto m = tiny(kTiny, true, SsmMode::kReplay, 4);
+  EXPECT_GT(m->device_bytes(), 0);
+}
+
+TEST(BenchHooks, BadArgumentsRaiseAndChangeNothing) {
+  auto m = tiny(kTiny, false, SsmMode::kReplay, 4);
+  const std::vector<int32_t> slots{0, 2}, tokens{1, 2};
+  m->skip_to_position(slots, 50);
+  EXPECT_THROW(m->skip_to_position(slots, 64), SlotError);  // max_context 64
+  EXPECT_THROW(m->skip_to_position(slots, -1), SlotError);
+  EXPECT_THROW(m->skip_to_position(std::vector<int32_t>{1, 1}, 3), SlotError);
+  EXPECT_THROW(m->skip_to_position(std::vector<int32_t>{6}, 3), SlotError);
+  EXPECT_EQ(m->position(0), 50);
+  EXPECT_EQ(m->position(1), 0);
+  EXPECT_THROW(m->time_steps(tokens, slots, 0, false), ConfigError);
+  EXPECT_THROW(m->time_steps(tokens, slots, 14, true), SlotError);  // 50 + 14 + 1 > 64
+  EXPECT_THROW(m->time_steps(std::vector<int32_t>{1, 256}, slots, 1, false), ConfigError);
+  EXPECT_THROW(m->time_steps(std::vector<int32_t>{1}, slots, 1, false), ShapeError);
+  EXPECT_EQ(m->position(0), 50);
+  EXPECT_EQ(m->position(2), 50);
+  const StepTiming t = m->time_steps(tokens, slots, 13, true);  // exactly fits
+  EXPECT_EQ(t.step_ms.size(), 13u);
+  EXPECT_EQ(m->position(0), 64);
+}
+
+TEST(BenchHooks, LoadFromAnOpenCheckpointEqualsLoadFromItsDirectory) {
+  ModelOptions o;
+  o.max_slots = 2;
+  o.max_context = 32;
+  auto a = Model::load(kTiny, o), b = Model::load(Checkpoint::open(kTiny), o);
+  const std::vector<int32_t> slots{0, 1}, tokens{65, 66};
+  std::vector<float> la(2 * 256), lb(2 * 256);
+  a->step(tokens, slots, la);
+  b->step(tokens, slots, lb);
+  EXPECT_EQ(la, lb);
+}
+
+}  // namespace
+}  // namespace replayssm::engine
