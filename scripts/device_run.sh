@@ -7,7 +7,9 @@
 #   OUT=/tmp/out COMMIT=$(git rev-parse --short HEAD) [PREBUILT=.devbin] scripts/device_run.sh
 # GPU_FILTER (gtest filter of the GPU tests), GENERATE=0 (skip the bundled models), BENCH=0
 # (skip the benchmark), BENCH_ARGS (benchmark arguments, default --family all), VERIFY=1 (the
-# speculative verify benchmark, arguments VERIFY_ARGS) and GDN_PLANS
+# speculative verify benchmark, arguments VERIFY_ARGS), E2E=1 (`replayssm bench e2e` with random
+# weights for each of E2E_ARCHS, default "nemotron-3-nano-4b qwen3.5-4b", arguments E2E_ARGS) and
+# GDN_PLANS
 # (';'-separated RSSM_GDN_REPLAY_PLAN values, each benchmarked at batch 64 and 256 without the L
 # sweep: a tuning run) adjust a run.
 set -uo pipefail
@@ -69,6 +71,17 @@ if [ "${VERIFY:-0}" = 1 ]; then
   echo "verify bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_verify.py" "$out/verify-$commit.json" "$out/verify-$commit.png" \
     > /dev/null 2>&1 || echo "verify plot failed"
+fi
+if [ "${E2E:-0}" = 1 ]; then
+  for arch in ${E2E_ARCHS:-nemotron-3-nano-4b qwen3.5-4b}; do
+    # shellcheck disable=SC2086  # E2E_ARGS is a list of arguments
+    "$cli" bench e2e --arch "$arch" --random-weights --device cuda ${E2E_ARGS:-} --commit "$commit" \
+      --json "$out/e2e-$arch-$commit.json" > "$out/e2e-$arch-$commit.txt" 2>&1
+    echo "bench e2e $arch rc $?: $(( $(date +%s) - start )) s"
+    tail -12 "$out/e2e-$arch-$commit.txt"
+  done
+  python3 "$root/bench/plot_e2e.py" "$out"/e2e-*-"$commit".json "$out/e2e-$commit.png" \
+    > /dev/null 2>&1 || echo "e2e plot failed"
 fi
 if [ -n "${GDN_PLANS:-}" ]; then
   IFS=';' read -ra plans <<< "$GDN_PLANS"
