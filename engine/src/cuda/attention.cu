@@ -1,8 +1,16 @@
 // Decode attention kernels (kernels.h Attention). attention_prep: one block per (head, row) for the
 // nh query heads and then the nkv key/value heads: q/k norm (1 + w), NeoX RoPE on the first
-// rotary_dim dims, k and v stored in the bf16 cache at the row's position. attention_decode: one
-// block per (query head, row), each warp an online softmax over every 4th position, lanes split
-// head_dim, the warps' partial results merged in shared memory.
+// rotary_dim dims, k and v stored in the bf16 cache at the row's position. attention_decode, for
+// head_dim % 32 == 0 (every published model): flash-decoding with GQA sharing — one block per
+// (KV head, row, chunk of positions) holds the group's queries; each warp scores 32 positions at
+// once (a lane per position, its K row in 16-byte loads, every head of the group), keeps an
+// online softmax per head and accumulates P·V with the lanes across head_dim, so each K/V row is
+// read once per group and a warp has 32 rows of loads in flight; the warps' states merge in shared
+// memory, and across chunks in a combine kernel (bench/NOTES.md "End-to-end decode steps"). Other
+// head_dim: one block per (query head, row), each warp an online softmax over every 4th position.
+#include <cuda_bf16.h>
+
+#include <algorithm>
 #include <cfloat>
 
 #include "cuda/kernels.h"
@@ -130,6 +138,210 @@ __global__ void attention_decode_kernel(Attention p) {
   }
 }
 
+constexpr int kSplitWarps = 4;
+/// Query heads one block serves: the group, up to GB at a time (registers: GB x E accumulators).
+template <int E>
+__host__ __device__ constexpr int heads_per_block() {
+  return E <= 4 ? 8 : 4;
+}
+int heads_per_block_of(int hd) { return hd / 32 <= 4 ? 8 : 4; }
+
+/// n consecutive bf16 at p as floats (p aligned to n * 2 bytes when n is 2, 4 or 8).
+template <int N>
+__device__ __forceinline__ void load_bf16(const bf16* p, float* out) {
+  if constexpr (N % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p + i);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(h[k]);
+        out[i + 2 * k] = f.x;
+        out[i + 2 * k + 1] = f.y;
+      }
+    }
+  } else if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p + i);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+      const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+      out[i] = a.x, out[i + 1] = a.y, out[i + 2] = b.x, out[i + 3] = b.y;
+    }
+  } else if constexpr (N % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p + i));
+      out[i] = f.x, out[i + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = __bfloat162float(p[i]);
+  }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Output of query head h of row b from its unnormalised accumulator O, running max and sum.
+__device__ __forceinline__ void write_out(const Attention& p, int64_t b, int h, int d, float o) {
+  if (p.gate) o *= sigmoid(p.proj[b * p.ld + static_cast<int64_t>(h) * 2 * p.hd + p.hd + d]);
+  p.out[(b * p.nh + h) * p.hd + d] = __float2bfloat16_rn(o);
+}
+
+/// hd = 32 E. Grid (nkv x head blocks, B, splits), kSplitWarps warps.
+template <int E>
+__global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Attention p) {
+  constexpr int GB = heads_per_block<E>(), HD = 32 * E;
+  __shared__ __align__(16) float q_s[GB][HD];
+  __shared__ float red_m[kSplitWarps][GB], red_l[kSplitWarps][GB];
+  __shared__ float red_acc[kSplitWarps][GB][HD];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int G = p.nh / p.nkv, head_blocks = (G + GB - 1) / GB;
+  const int j = blockIdx.x / head_blocks;
+  const int h0 = j * G + (blockIdx.x % head_blocks) * GB;
+  const int gb = min(GB, (j + 1) * G - h0);
+  const int64_t b = blockIdx.y;
+  const int split = blockIdx.z;
+  const int32_t slot = p.slots[b];
+  if (slot < 0 || slot >= p.num_slots) {  // pad row: zeros (the combine kernel's job if split)
+    if (p.splits == 1)
+      for (int i = threadIdx.x; i < gb * HD; i += blockDim.x)
+        p.out[(b * p.nh + h0 + i / HD) * HD + i % HD] = __float2bfloat16_rn(0.0f);
+    return;
+  }
+  const int32_t n = p.positions[slot] + 1;  // positions 0..pos, the row's own token included
+  const int32_t chunk = (n + p.splits - 1) / p.splits;
+  const int32_t c0 = split * chunk, c1 = min(n, c0 + chunk);
+  for (int i = threadIdx.x; i < GB * HD; i += blockDim.x)
+    q_s[i / HD][i % HD] = i / HD < gb ? p.q[(b * p.nh + h0 + i / HD) * HD + i % HD] : 0.0f;
+  __syncthreads();
+
+  float m[GB], l[GB], acc[GB][E];
+#pragma unroll
+  for (int g = 0; g < GB; ++g) {
+    m[g] = -FLT_MAX;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
+  }
+  const int64_t stride = static_cast<int64_t>(p.nkv) * HD;
+  const bf16* kb = p.kcache + (static_cast<int64_t>(slot) * p.ctx * p.nkv + j) * HD;
+  const bf16* vb = p.vcache + (static_cast<int64_t>(slot) * p.ctx * p.nkv + j) * HD + lane * E;
+  for (int32_t t0 = c0 + warp * 32; t0 < c1; t0 += kSplitWarps * 32) {
+    const int32_t t = t0 + lane;
+    const bool valid = t < c1;
+    float sc[GB];
+#pragma unroll
+    for (int g = 0; g < GB; ++g) sc[g] = 0.0f;
+    if (valid) {
+      const bf16* kr = kb + t * stride;
+#pragma unroll 4
+      for (int v = 0; v < HD; v += 8) {
+        float k8[8];
+        load_bf16<8>(kr + v, k8);
+#pragma unroll
+        for (int g = 0; g < GB; ++g) {
+          const float4 qa = *reinterpret_cast<const float4*>(&q_s[g][v]);
+          const float4 qb = *reinterpret_cast<const float4*>(&q_s[g][v + 4]);
+          sc[g] += qa.x * k8[0] + qa.y * k8[1] + qa.z * k8[2] + qa.w * k8[3] + qb.x * k8[4] +
+                   qb.y * k8[5] + qb.z * k8[6] + qb.w * k8[7];
+        }
+      }
+    }
+    float pr[GB];
+#pragma unroll
+    for (int g = 0; g < GB; ++g) {
+      const float s = valid ? sc[g] * p.scale : -FLT_MAX;
+      const float m_new = fmaxf(m[g], warp_max(s));
+      const float corr = expf(m[g] - m_new);
+      pr[g] = valid ? expf(s - m_new) : 0.0f;
+      l[g] = l[g] * corr + warp_sum(pr[g]);
+      m[g] = m_new;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+    }
+    const int cnt = min(32, c1 - t0);
+#pragma unroll 4
+    for (int i = 0; i < cnt; ++i) {
+      float v[E];
+      load_bf16<E>(vb + (t0 + i) * stride, v);
+#pragma unroll
+      for (int g = 0; g < GB; ++g) {
+        const float pi = __shfl_sync(0xffffffffu, pr[g], i);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] += pi * v[e];
+      }
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < GB; ++g) red_m[warp][g] = m[g], red_l[warp][g] = l[g];
+  }
+#pragma unroll
+  for (int g = 0; g < GB; ++g)
+#pragma unroll
+    for (int e = 0; e < E; ++e) red_acc[warp][g][lane * E + e] = acc[g][e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < gb * HD; i += blockDim.x) {
+    const int g = i / HD, d = i % HD;
+    float M = -FLT_MAX;
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) M = fmaxf(M, red_m[w][g]);
+    float L = 0.0f, O = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) {
+      const float f = expf(red_m[w][g] - M);
+      L += red_l[w][g] * f;
+      O += red_acc[w][g][d] * f;
+    }
+    const int h = h0 + g;
+    if (p.splits == 1) {
+      write_out(p, b, h, d, O / L);
+    } else {
+      const int64_t part = (b * p.nh + h) * p.splits + split;
+      p.part_acc[part * HD + d] = O;
+      if (d == 0) p.part_ml[2 * part] = M, p.part_ml[2 * part + 1] = L;
+    }
+  }
+}
+
+/// Merges the chunks of attention_split_kernel: grid (nh, B), hd threads.
+__global__ void attention_combine_kernel(Attention p) {
+  const int h = blockIdx.x, d = threadIdx.x;
+  const int64_t b = blockIdx.y;
+  const int32_t slot = p.slots[b];
+  if (slot < 0 || slot >= p.num_slots) {
+    p.out[(b * p.nh + h) * p.hd + d] = __float2bfloat16_rn(0.0f);
+    return;
+  }
+  const int64_t base = (b * p.nh + h) * p.splits;
+  float M = -FLT_MAX;
+  for (int s = 0; s < p.splits; ++s) M = fmaxf(M, p.part_ml[2 * (base + s)]);
+  float L = 0.0f, O = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    const float f = expf(p.part_ml[2 * (base + s)] - M);  // 0 for an empty chunk
+    L += p.part_ml[2 * (base + s) + 1] * f;
+    O += p.part_acc[(base + s) * p.hd + d] * f;
+  }
+  write_out(p, b, h, d, O / L);
+}
+
+template <int E>
+void launch_split(const Attention& p, int64_t B, cudaStream_t s) {
+  const int G = p.nh / p.nkv, GB = heads_per_block<E>();
+  const dim3 grid(static_cast<unsigned>(p.nkv * ((G + GB - 1) / GB)), static_cast<unsigned>(B),
+                  static_cast<unsigned>(p.splits));
+  attention_split_kernel<E><<<grid, kSplitWarps * 32, 0, s>>>(p);
+  if (p.splits > 1)
+    attention_combine_kernel<<<dim3(static_cast<unsigned>(p.nh), static_cast<unsigned>(B)), p.hd,
+                               0, s>>>(p);
+}
+
 template <int E>
 void launch_decode(const Attention& p, int64_t B, cudaStream_t s) {
   attention_decode_kernel<E><<<dim3(static_cast<unsigned>(p.nh), static_cast<unsigned>(B)),
@@ -146,8 +358,41 @@ void attention_prep(const Attention& p, int64_t B, cudaStream_t s) {
   check_launch("engine attention_prep");
 }
 
+int attention_splits(const Attention& p, int64_t B, int num_sms) {
+  if (p.hd % 32 != 0 || B <= 0) return 1;
+  const int G = p.nh / p.nkv, GB = heads_per_block_of(p.hd);
+  const int64_t blocks = int64_t{p.nkv} * ((G + GB - 1) / GB) * B;
+  // About four blocks per SM; a chunk keeps at least 64 positions of a full context.
+  const int64_t want = (4 * int64_t{num_sms} + blocks - 1) / blocks;
+  const int64_t most = std::max<int64_t>(1, (p.ctx + 63) / 64);
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 64)));
+}
+
+int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms) {
+  int64_t most = 0;
+  for (int64_t B = 1; B <= max_rows; ++B) {
+    const int splits = attention_splits(p, B, num_sms);
+    if (splits > 1) most = std::max(most, B * splits);
+  }
+  return most;
+}
+
 void attention_decode(const Attention& p, int64_t B, cudaStream_t s) {
   if (B == 0) return;
+  if (p.hd % 32 == 0 && p.hd <= 256) {
+    switch (p.hd / 32) {
+      case 1: launch_split<1>(p, B, s); break;
+      case 2: launch_split<2>(p, B, s); break;
+      case 3: launch_split<3>(p, B, s); break;
+      case 4: launch_split<4>(p, B, s); break;
+      case 5: launch_split<5>(p, B, s); break;
+      case 6: launch_split<6>(p, B, s); break;
+      case 7: launch_split<7>(p, B, s); break;
+      default: launch_split<8>(p, B, s); break;
+    }
+    check_launch("engine attention_decode (split)");
+    return;
+  }
   switch ((p.hd + 31) / 32) {
     case 1: launch_decode<1>(p, B, s); break;
     case 2: launch_decode<2>(p, B, s); break;

@@ -4,6 +4,8 @@
 // gate), o_proj accumulated into the residual. Nemotron-H: no RoPE, no norms, no gate.
 #include <cmath>
 
+#include "cuda/launch_check.h"
+
 #include "cuda/mixers.h"
 #include "model/weights.h"
 
@@ -35,6 +37,11 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     const int64_t cache = sh.slots * sh.context * c_.num_kv_heads * c_.head_dim;
     kcache_ = a.alloc_n<bf16>(cache);
     vcache_ = a.alloc_n<bf16>(cache);
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device),
+               "cudaDeviceGetAttribute");
+    partial_rows_ = attention_partial_rows(shape(), sh.slots, num_sms_);
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
@@ -42,13 +49,9 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
     st.blas->linear(qkv_, x, B, s.proj, false);
-    Attention at;
+    Attention at = shape();
     at.proj = s.proj;
     at.ld = qkv_.out;
-    at.nh = static_cast<int>(c_.num_heads);
-    at.nkv = static_cast<int>(c_.num_kv_heads);
-    at.hd = static_cast<int>(c_.head_dim);
-    at.gate = c_.output_gate;
     at.q_norm = q_norm_;
     at.k_norm = k_norm_;
     at.eps = eps_;
@@ -63,6 +66,9 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     at.scale = static_cast<float>(1.0 / std::sqrt(double(c_.head_dim)));
     at.q = s.q;
     at.out = s.out;
+    at.splits = attention_splits(at, B, num_sms_);
+    at.part_acc = s.part_acc;
+    at.part_ml = s.part_ml;
     attention_prep(at, B, st.stream);
     attention_decode(at, B, st.stream);
     st.blas->linear(o_, s.out, B, residual, true);
@@ -72,7 +78,7 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
 
  private:
   struct Scratch {
-    float *proj, *q;
+    float *proj, *q, *part_acc, *part_ml;
     bf16* out;
   };
   Scratch layout(Carve& c) const {
@@ -81,7 +87,19 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     s.proj = c.take<float>(S * qkv_.out);
     s.q = c.take<float>(S * qd);
     s.out = c.take<bf16>(S * qd);
+    s.part_acc = c.take<float>(partial_rows_ * qd);
+    s.part_ml = c.take<float>(partial_rows_ * c_.num_heads * 2);
     return s;
+  }
+  /// The head sizes and the cache geometry (what attention_splits decides from).
+  Attention shape() const {
+    Attention at;
+    at.nh = static_cast<int>(c_.num_heads);
+    at.nkv = static_cast<int>(c_.num_kv_heads);
+    at.hd = static_cast<int>(c_.head_dim);
+    at.gate = c_.output_gate;
+    at.ctx = sh_.context;
+    return at;
   }
 
   AttentionConfig c_;
@@ -90,6 +108,8 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
   DeviceLinear qkv_, o_;
   float *q_norm_ = nullptr, *k_norm_ = nullptr, *inv_freq_ = nullptr;
   bf16 *kcache_ = nullptr, *vcache_ = nullptr;
+  int num_sms_ = 1;
+  int64_t partial_rows_ = 0;  ///< B * splits at most, over every batch size (split decoding)
 };
 
 }  // namespace

@@ -96,10 +96,22 @@ struct Attention {
   float scale = 1.0f;                  ///< head_dim^-1/2
   float* q = nullptr;                  ///< scratch [B, nh, hd] fp32
   bf16* out = nullptr;                 ///< [B, nh * hd]
+  /// Split decoding (hd % 32 == 0): each row's positions are cut into `splits` chunks decoded by
+  /// separate blocks, merged by a combine kernel through part_acc [B, nh, splits, hd] and
+  /// part_ml [B, nh, splits, 2] (running max, sum of exponentials). splits = 1: no partials.
+  int splits = 1;
+  float* part_acc = nullptr;
+  float* part_ml = nullptr;
 };
+/// The split count attention_decode uses for B rows (attention_splits) and the partial rows
+/// (B * splits) the largest over B = 1..max_rows needs: the scratch to lay out.
+int attention_splits(const Attention& p, int64_t B, int num_sms);
+int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms);
 /// Normalises / rotates q (into Attention::q) and k, and writes k, v at the row's position.
 void attention_prep(const Attention& p, int64_t B, cudaStream_t s);
-/// Attention of each query head over its slot's cache: out (bf16) [B, nh * hd].
+/// Attention of each query head over its slot's cache: out (bf16) [B, nh * hd]. hd % 32 == 0:
+/// flash-decoding over p.splits chunks of positions, one block per (KV head, row, chunk) sharing
+/// each K/V row across the group's query heads; other hd: one block per (query head, row).
 void attention_decode(const Attention& p, int64_t B, cudaStream_t s);
 
 /// MLP activation into bf16 out [B, I]: relu2 (Nemotron-H): relu(in[b, i])^2 of in [B, I];

@@ -1,0 +1,168 @@
+// The CUDA engine's decode attention (engine/src/cuda/attention.cu) against an fp64 softmax
+// attention on the host: GQA groups of 1..16 query heads (a group split over blocks included),
+// head_dim 16..256 (split kernel for head_dim % 32 == 0, the per-head kernel otherwise), output
+// gates, per-row positions from 0 to the end of the cache, pad rows (exact zeros), one chunk and
+// several (the combine kernel), NaN-poisoned outputs and a guard after them.
+//
+// Tolerance: K, V are bf16 in both; the kernel accumulates in fp32 (scores, exponentials, P·V over
+// up to 300 positions: ~1e-6 relative) and rounds the output to bf16 (2^-9 relative), so
+// |out - ref| <= 2^-8 |ref| + 1e-5 (a wrong position, head, scale or merge moves outputs by O(1)).
+#include <gtest/gtest.h>
+
+#ifdef RSSM_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+
+namespace replayssm::engine::cuda {
+namespace {
+
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  explicit Dev(size_t n, const T* host = nullptr) : n(n) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+    if (host) {
+      EXPECT_EQ(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  size_t n;
+};
+
+struct Case {
+  int nh, nkv, hd;
+  bool gate;
+};
+
+void run_case(const Case& c, int splits_override) {
+  SCOPED_TRACE("nh " + std::to_string(c.nh) + " nkv " + std::to_string(c.nkv) + " hd " +
+               std::to_string(c.hd) + " gate " + std::to_string(c.gate) + " splits " +
+               std::to_string(splits_override));
+  std::mt19937 rng(c.nh * 1000 + c.hd + splits_override);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int32_t pool = 9, ctx = 300;
+  const std::vector<int32_t> slots{7, -1, 0, 4, 2, 8};  // row 1 a pad row
+  const int64_t B = static_cast<int64_t>(slots.size());
+  std::vector<int32_t> positions(pool);
+  for (int32_t& p : positions) p = static_cast<int32_t>(rng() % ctx);
+  positions[7] = 0;
+  positions[0] = ctx - 1;
+  positions[2] = 31;  // ends on a tile edge
+  const int64_t cache_n = int64_t{pool} * ctx * c.nkv * c.hd;
+  std::vector<uint16_t> kc(cache_n), vc(cache_n);
+  for (auto& x : kc) x = f32_to_bf16(u(rng));
+  for (auto& x : vc) x = f32_to_bf16(u(rng));
+  const int64_t ld = int64_t{c.nh} * 2 * c.hd;
+  std::vector<float> q(B * c.nh * c.hd), proj(B * ld);
+  for (auto& x : q) x = 2.0f * u(rng);
+  for (auto& x : proj) x = 3.0f * u(rng);
+
+  Dev<bf16> dk(cache_n, reinterpret_cast<const bf16*>(kc.data()));
+  Dev<bf16> dv(cache_n, reinterpret_cast<const bf16*>(vc.data()));
+  Dev<float> dq(q.size(), q.data()), dproj(proj.size(), proj.data());
+  Dev<int32_t> dslots(slots.size(), slots.data()), dpos(positions.size(), positions.data());
+  const int64_t out_n = B * c.nh * c.hd, guard = 64;
+  std::vector<uint16_t> poison(out_n + guard, 0x7FC1);  // bf16 NaN
+  Dev<bf16> dout(poison.size(), reinterpret_cast<const bf16*>(poison.data()));
+
+  Attention at;
+  at.proj = dproj.p;
+  at.ld = ld;
+  at.nh = c.nh;
+  at.nkv = c.nkv;
+  at.hd = c.hd;
+  at.gate = c.gate;
+  at.kcache = dk.p;
+  at.vcache = dv.p;
+  at.ctx = ctx;
+  at.num_slots = pool;
+  at.slots = dslots.p;
+  at.positions = dpos.p;
+  at.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  at.q = dq.p;
+  at.out = dout.p;
+  at.splits = splits_override > 0 ? splits_override : attention_splits(at, B, 132);
+  if (c.hd % 32 != 0) at.splits = 1;
+  Dev<float> part_acc(std::max<int64_t>(1, B * at.splits * c.nh * c.hd));
+  Dev<float> part_ml(std::max<int64_t>(1, B * at.splits * c.nh * 2));
+  at.part_acc = part_acc.p;
+  at.part_ml = part_ml.p;
+  attention_decode(at, B, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<bf16> raw = dout.get();
+  std::vector<uint16_t> out(raw.size());
+  std::memcpy(out.data(), raw.data(), raw.size() * sizeof(uint16_t));
+
+  const int G = c.nh / c.nkv;
+  double worst = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int h = 0; h < c.nh; ++h) {
+      const int64_t o = (b * c.nh + h) * c.hd;
+      if (slots[b] < 0) {
+        for (int d = 0; d < c.hd; ++d) ASSERT_EQ(out[o + d], 0u) << "pad row b " << b;
+        continue;
+      }
+      const int32_t slot = slots[b], n = positions[slot] + 1, j = h / G;
+      std::vector<double> s(n);
+      double mx = -1e300;
+      for (int t = 0; t < n; ++t) {
+        double dot = 0;
+        const int64_t row = ((int64_t{slot} * ctx + t) * c.nkv + j) * c.hd;
+        for (int d = 0; d < c.hd; ++d) dot += double(q[o + d]) * bf16_to_f32(kc[row + d]);
+        s[t] = dot * at.scale;
+        mx = std::max(mx, s[t]);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int d = 0; d < c.hd; ++d) {
+        double ref = 0;
+        for (int t = 0; t < n; ++t)
+          ref += s[t] * bf16_to_f32(vc[((int64_t{slot} * ctx + t) * c.nkv + j) * c.hd + d]);
+        ref /= sum;
+        if (c.gate) ref /= 1.0 + std::exp(-double(proj[b * ld + int64_t{h} * 2 * c.hd + c.hd + d]));
+        const double got = bf16_to_f32(out[o + d]);
+        ASSERT_TRUE(std::isfinite(got)) << "b " << b << " h " << h << " d " << d;
+        ASSERT_LE(std::abs(got - ref), std::ldexp(std::abs(ref), -8) + 1e-5)
+            << "b " << b << " h " << h << " d " << d << " got " << got << " ref " << ref;
+        worst = std::max(worst, std::abs(got - ref));
+      }
+    }
+  }
+  for (int64_t i = out_n; i < out_n + guard; ++i) ASSERT_EQ(out[i], 0x7FC1u) << "guard " << i;
+  std::printf("  nh %d nkv %d hd %d splits %d: max |diff| %.2e\n", c.nh, c.nkv, c.hd, at.splits,
+              worst);
+}
+
+TEST(AttentionCuda, MatchesFp64SoftmaxAttention) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  const Case cases[] = {
+      {40, 8, 128, false},  // Nemotron-3-Nano-4B
+      {16, 4, 256, true},   // Qwen3.5-4B (gated)
+      {32, 2, 128, false},  // Nemotron-3-Super: a group of 16 over two blocks
+      {6, 2, 64, false},    // the bundled models
+      {4, 4, 32, true},     // no sharing
+      {3, 1, 96, true},     // odd lanes-per-row width
+      {8, 2, 16, true},     // head_dim 16: the per-head kernel
+  };
+  for (const Case& c : cases)
+    for (const int splits : {1, 0, 7}) run_case(c, splits);
+}
+
+}  // namespace
+}  // namespace replayssm::engine::cuda
+#endif  // RSSM_WITH_CUDA
