@@ -139,12 +139,13 @@ __global__ void attention_decode_kernel(Attention p) {
 }
 
 constexpr int kSplitWarps = 4;
-/// Query heads one block serves: the group, up to GB at a time (registers: GB x E accumulators).
-template <int E>
-__host__ __device__ constexpr int heads_per_block() {
-  return E <= 4 ? 8 : 4;
+/// Query heads one block serves (GB, a compile-time size: registers hold GB x E accumulators): the
+/// group, rounded up to 1, 2, 4, 6 or 8, at most 8 (E <= 4) or 4; a larger group takes several
+/// blocks, each reading the KV head again.
+int heads_per_block(int hd, int G) {
+  const int most = hd / 32 <= 4 ? 8 : 4, want = std::min(G, most);
+  return want <= 2 ? want : want <= 4 ? 4 : want <= 6 ? 6 : 8;
 }
-int heads_per_block_of(int hd) { return hd / 32 <= 4 ? 8 : 4; }
 
 /// n consecutive bf16 at p as floats (p aligned to n * 2 bytes when n is 2, 4 or 8).
 template <int N>
@@ -193,10 +194,10 @@ __device__ __forceinline__ void write_out(const Attention& p, int64_t b, int h, 
   p.out[(b * p.nh + h) * p.hd + d] = __float2bfloat16_rn(o);
 }
 
-/// hd = 32 E. Grid (nkv x head blocks, B, splits), kSplitWarps warps.
-template <int E>
-__global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Attention p) {
-  constexpr int GB = heads_per_block<E>(), HD = 32 * E;
+/// hd = 32 E, GB = heads_per_block(hd, G). Grid (nkv x head blocks, B, splits), kSplitWarps warps.
+template <int E, int GB>
+__global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(Attention p) {
+  constexpr int HD = 32 * E;
   __shared__ __align__(16) float q_s[GB][HD];
   __shared__ float red_m[kSplitWarps][GB], red_l[kSplitWarps][GB];
   __shared__ float red_acc[kSplitWarps][GB][HD];
@@ -266,7 +267,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
       for (int e = 0; e < E; ++e) acc[g][e] *= corr;
     }
     const int cnt = min(32, c1 - t0);
-#pragma unroll 4
+#pragma unroll 8
     for (int i = 0; i < cnt; ++i) {
       float v[E];
       load_bf16<E>(vb + (t0 + i) * stride, v);
@@ -331,12 +332,28 @@ __global__ void attention_combine_kernel(Attention p) {
   write_out(p, b, h, d, O / L);
 }
 
-template <int E>
-void launch_split(const Attention& p, int64_t B, cudaStream_t s) {
-  const int G = p.nh / p.nkv, GB = heads_per_block<E>();
+template <int E, int GB>
+void launch_split_gb(const Attention& p, int64_t B, cudaStream_t s) {
+  const int G = p.nh / p.nkv;
   const dim3 grid(static_cast<unsigned>(p.nkv * ((G + GB - 1) / GB)), static_cast<unsigned>(B),
                   static_cast<unsigned>(p.splits));
-  attention_split_kernel<E><<<grid, kSplitWarps * 32, 0, s>>>(p);
+  attention_split_kernel<E, GB><<<grid, kSplitWarps * 32, 0, s>>>(p);
+}
+
+template <int E>
+void launch_split(const Attention& p, int64_t B, cudaStream_t s) {
+  switch (heads_per_block(p.hd, p.nh / p.nkv)) {
+    case 1: launch_split_gb<E, 1>(p, B, s); break;
+    case 2: launch_split_gb<E, 2>(p, B, s); break;
+    case 4: launch_split_gb<E, 4>(p, B, s); break;
+    default:
+      if constexpr (E <= 4) {
+        if (heads_per_block(p.hd, p.nh / p.nkv) == 6)
+          launch_split_gb<E, 6>(p, B, s);
+        else
+          launch_split_gb<E, 8>(p, B, s);
+      }
+  }
   if (p.splits > 1)
     attention_combine_kernel<<<dim3(static_cast<unsigned>(p.nh), static_cast<unsigned>(B)), p.hd,
                                0, s>>>(p);
@@ -360,7 +377,7 @@ void attention_prep(const Attention& p, int64_t B, cudaStream_t s) {
 
 int attention_splits(const Attention& p, int64_t B, int num_sms) {
   if (p.hd % 32 != 0 || B <= 0) return 1;
-  const int G = p.nh / p.nkv, GB = heads_per_block_of(p.hd);
+  const int G = p.nh / p.nkv, GB = heads_per_block(p.hd, G);
   const int64_t blocks = int64_t{p.nkv} * ((G + GB - 1) / GB) * B;
   // About four blocks per SM; a chunk keeps at least 64 positions of a full context.
   const int64_t want = (4 * int64_t{num_sms} + blocks - 1) / blocks;
