@@ -22,7 +22,10 @@ struct E2eRow {
   /// of the step the SSM layers (mamba2 + gdn entries) take.
   std::map<std::string, double> kind_ms;
   double profiled_ms = 0, ssm_share = 0;
-  double speedup = 0;           ///< conventional ms / this row's ms (same batch, same run)
+  /// The conventional step at this batch: the mean of its first and last measurement in the run.
+  double baseline_ms = 0;
+  double speedup = 0;           ///< baseline_ms / this row's ms
+  int repeat = 0;               ///< 1: the conventional baseline measured again, last
   bool dispatched = false;      ///< the ring length ModelOptions::ring_L = 0 picks at this batch
   int64_t gpu_memory_bytes = 0; ///< Model::device_bytes of the model the row ran on
   int64_t max_slots = 0;        ///< the pool that model was built for

@@ -32,7 +32,7 @@ def load(path):
 
 def label(r):
     if r["variant"] == "conventional":
-        return "conventional"
+        return "conventional (again)" if r.get("repeat") else "conventional"
     s = f"replay L{r['L']}"
     return s if r["state"] == "fp32/fp32" else f"{s} {r['state']}"
 
@@ -52,7 +52,7 @@ def main():
         for v in variants:
             pts = sorted((r["batch"], r) for r in rows if label(r) == v)
             bs = [b for b, _ in pts]
-            style = "k--" if v == "conventional" else "-"
+            style = "k--" if v == "conventional" else "k:" if v.startswith("conventional") else "-"
             top.plot(bs, [r["speedup"] for _, r in pts], style, marker="o", label=v)
             bottom.plot(bs, [r["tokens_per_s"] for _, r in pts], style, marker="o", label=v)
             picked = [(b, r["speedup"]) for b, r in pts if r.get("dispatched") and v != "conventional"]
@@ -63,7 +63,8 @@ def main():
         if arch in TARGET_256:
             top.plot([256, 1], [TARGET_256[arch], 0.98], "k*", markersize=12, label="target")
         top.axhline(1.0, color="gray", linewidth=0.8)
-        conv = sorted((r["batch"], r["ssm_share"]) for r in rows if r["variant"] == "conventional")
+        conv = sorted((r["batch"], r["ssm_share"]) for r in rows
+                      if r["variant"] == "conventional" and not r.get("repeat"))
         share = bottom.twinx()
         share.plot(*zip(*conv), ":", color="tab:gray", marker="x", label="SSM share (conventional)")
         share.set_ylim(0, 1)
