@@ -55,7 +55,8 @@ def main():
             style = "k--" if v == "conventional" else "k:" if v.startswith("conventional") else "-"
             top.plot(bs, [r["speedup"] for _, r in pts], style, marker="o", label=v)
             bottom.plot(bs, [r["tokens_per_s"] for _, r in pts], style, marker="o", label=v)
-            picked = [(b, r["speedup"]) for b, r in pts if r.get("dispatched") and v != "conventional"]
+            picked = [(b, r["speedup"]) for b, r in pts
+                      if r.get("dispatched") and r["variant"] == "replay"]
             if picked:
                 top.plot(*zip(*picked), "o", markersize=13, markerfacecolor="none",
                          markeredgecolor="gray")
