@@ -27,6 +27,7 @@
 #include "mamba2_kernels.h"
 #include "progress.h"
 #include "results.h"
+#include "run_info.h"
 #include "verify_bench.h"
 
 namespace replayssm::bench {
@@ -47,15 +48,6 @@ struct KernelsArgs {
   bool quick = false;
   bool no_sweep = false;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 constexpr const char* kStates = "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4";
 
@@ -122,7 +114,7 @@ nlohmann::json results_header(const char* bench, const std::string& commit,
   j["bench"] = bench;
   j["commit"] = commit;
   j["gpu"] = prop.name;
-  j["date"] = utc_now();
+  j["date"] = cli::utc_now();
   j["copy_bandwidth_gbps"] = copy.best_gbps();
   j["copy"] = {{"bytes_per_copy", copy.bytes_per_copy},
                {"sm_kernel_gbps", copy.sm_kernel_gbps},
