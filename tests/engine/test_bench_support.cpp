@@ -14,6 +14,7 @@
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/errors.h"
+#include "replayssm/engine/memory.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/published.h"
 
@@ -242,6 +243,46 @@ TEST(BenchHooks, LoadFromAnOpenCheckpointEqualsLoadFromItsDirectory) {
   a->step(tokens, slots, la);
   b->step(tokens, slots, lb);
   EXPECT_EQ(la, lb);
+}
+
+TEST(SequenceBytes, MatchModelsMdFigures) {
+  const ModelConfig nano = parse_config(published_config("nemotron-3-nano-4b"));
+  ModelOptions o;
+  o.max_slots = 4;
+  o.max_context = 1024;
+  o.ssm = SsmMode::kConventional;
+  o.ring_L = 1;
+  SequenceBytes s = sequence_bytes(nano, o);
+  EXPECT_EQ(s.ssm_state, 21 * 3932160);          // 3.75 MiB per layer (models.md §1.1)
+  EXPECT_EQ(s.kv_cache, int64_t{16384} * 1024);  // 16 KiB per token
+  EXPECT_EQ(s.conv, 21 * 9728 * 4 * 4);
+  EXPECT_EQ(s.ssm_ring, 0);
+  EXPECT_EQ(s.snapshots, 0);
+  o.ssm = SsmMode::kReplay;
+  o.ring_L = 16;
+  s = sequence_bytes(nano, o);
+  EXPECT_EQ(s.ssm_ring, int64_t{21} * 4 * 16 * (96 * 80 + 96 + 8 * 128));
+  o.state = "fp32/bf16";  // + a 16-bit read copy
+  EXPECT_EQ(sequence_bytes(nano, o).ssm_state, 21 * 3932160 * 3 / 2);
+  o.state = "fp32";
+  o.ssm = SsmMode::kConventional;
+  o.spec_T = 4;  // the snapshot baseline: one state per token of a verify step
+  s = sequence_bytes(nano, o);
+  EXPECT_EQ(s.snapshots, int64_t{4} * 21 * 3932160);
+  EXPECT_EQ(s.total(), s.ssm_state + s.conv + s.kv_cache + s.snapshots);
+
+  const ModelConfig qwen = parse_config(published_config("qwen3.5-4b"));
+  ModelOptions q;
+  q.max_context = 1000;
+  q.ring_L = 16;
+  s = sequence_bytes(qwen, q);
+  EXPECT_EQ(s.ssm_state, int64_t{24} * 2 * 1024 * 1024);  // 2 MiB per layer (models.md §1.4)
+  EXPECT_EQ(s.kv_cache, int64_t{32768} * 1000);            // 32 KiB per token
+  EXPECT_EQ(s.ssm_ring, int64_t{24} * 4 * 16 * (32 * 128 + 16 * 128 + 32));
+  q.ring_L = 0;  // resolved as load() does
+  EXPECT_EQ(sequence_bytes(qwen, q).ssm_ring % (int64_t{24} * 4 * (32 * 128 + 16 * 128 + 32)), 0);
+  q.ring_L = 99;
+  EXPECT_THROW(sequence_bytes(qwen, q), ConfigError);
 }
 
 }  // namespace
