@@ -9,13 +9,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "e2e_report.h"
@@ -47,24 +47,6 @@ struct Variant {
   int L;
   std::string state;
 };
-
-/// Median / p10 / p90 by linear interpolation between order statistics.
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-std::string family_of(const engine::ModelConfig& cfg) {
-  bool m = false, g = false;
-  for (const engine::BlockKind k : cfg.layers) {
-    m = m || k == engine::BlockKind::kMamba2;
-    g = g || k == engine::BlockKind::kGdn;
-  }
-  return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
-}
 
 /// Times one batch size on a loaded model; fills the row's timing fields.
 E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int64_t batch,
@@ -130,29 +112,12 @@ E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int6
 
 int run_e2e(const E2eArgs& args) {
   E2eArgs a = args;
-  check<ConfigError>(a.arch.empty() != a.model.empty(),
-                     "bench e2e: give exactly one of --arch NAME and --model DIR");
-  check<ConfigError>(!a.arch.empty() <= a.random_weights,
-                     "bench e2e --arch builds a published architecture without its weights: add "
-                     "--random-weights (decode timing does not depend on the values), or give "
-                     "--model DIR");
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");
-
-  nlohmann::json config;
-  std::string label;
-  if (!a.arch.empty()) {
-    config = engine::published_config(a.arch);
-    label = a.arch;
-  } else {
-    config = engine::Checkpoint::open(a.model).config();
-    std::filesystem::path p(a.model);
-    if (!p.has_filename()) p = p.parent_path();
-    label = p.filename().string();
-  }
-  const engine::ModelConfig cfg = engine::parse_config(config);
-  const engine::Checkpoint ck = a.random_weights ? engine::Checkpoint::random(config, a.seed, label)
-                                                 : engine::Checkpoint::open(a.model);
+  const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench e2e");
+  const engine::ModelConfig& cfg = src.cfg;
+  const engine::Checkpoint& ck = src.ck;
+  const std::string& label = src.label;
 
   std::sort(a.batches.begin(), a.batches.end());
   a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
@@ -186,14 +151,14 @@ int run_e2e(const E2eArgs& args) {
 
   E2eRunInfo info;
   info.arch = label;
-  info.weights = a.random_weights ? "random" : a.model;
+  info.weights = src.weights;
   info.device = a.device;
   info.commit = a.commit.empty() ? git_commit() : a.commit;
   info.context = a.context;
   info.window_steps = window_steps;
   info.windows = a.windows;
   info.seed = a.seed;
-  info.family = family_of(cfg);
+  info.family = ssm_family(cfg);
 
   fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} windows of {} "
              "steps per point\n",

@@ -1,0 +1,54 @@
+#include "bench_common.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "replayssm/engine/published.h"
+#include "replayssm/errors.h"
+
+namespace replayssm::cli {
+
+BenchSource bench_source(const std::string& arch, const std::string& model, bool random_weights,
+                         uint64_t seed, const char* command) {
+  check<ConfigError>(arch.empty() != model.empty(), command,
+                     ": give exactly one of --arch NAME and --model DIR");
+  check<ConfigError>(arch.empty() || random_weights, command,
+                     " --arch builds a published architecture without its weights: add "
+                     "--random-weights (decode timing does not depend on the values), or give "
+                     "--model DIR");
+  nlohmann::json config;
+  std::string label;
+  if (!arch.empty()) {
+    config = engine::published_config(arch);
+    label = arch;
+  } else {
+    config = engine::Checkpoint::open(model).config();
+    std::filesystem::path p(model);
+    if (!p.has_filename()) p = p.parent_path();
+    label = p.filename().string();
+  }
+  engine::ModelConfig cfg = engine::parse_config(config);
+  engine::Checkpoint ck = random_weights ? engine::Checkpoint::random(config, seed, label)
+                                         : engine::Checkpoint::open(model);
+  return BenchSource{std::move(config), std::move(cfg), std::move(ck), label,
+                     random_weights ? "random" : model};
+}
+
+std::string ssm_family(const engine::ModelConfig& cfg) {
+  bool m = false, g = false;
+  for (const engine::BlockKind k : cfg.layers) {
+    m = m || k == engine::BlockKind::kMamba2;
+    g = g || k == engine::BlockKind::kGdn;
+  }
+  return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+}  // namespace replayssm::cli

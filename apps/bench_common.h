@@ -1,0 +1,36 @@
+// What the whole-model benchmarks (bench e2e, bench spec) share: where the model comes from
+// (--arch NAME --random-weights, --model DIR [--random-weights]) and how timings are summarised.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
+
+namespace replayssm::cli {
+
+/// The model a benchmark builds.
+struct BenchSource {
+  nlohmann::json config;           ///< config.json
+  engine::ModelConfig cfg;         ///< parsed
+  engine::Checkpoint ck;           ///< Checkpoint::random or the directory's
+  std::string label;               ///< the --arch name or the directory's name
+  std::string weights;             ///< "random" or the directory
+};
+
+/// Resolves --arch / --model / --random-weights. ConfigError (one line) for neither or both of
+/// arch and model, --arch without --random-weights, an unknown arch; checkpoint errors as
+/// Checkpoint::open.
+BenchSource bench_source(const std::string& arch, const std::string& model, bool random_weights,
+                         uint64_t seed, const char* command);
+
+/// "mamba2", "gdn", "mamba2+gdn" or "none": the kinds of SSM layers of a model.
+std::string ssm_family(const engine::ModelConfig& cfg);
+
+/// Percentile q in [0, 1] of the samples (linear interpolation between order statistics).
+double percentile(std::vector<double> v, double q);
+
+}  // namespace replayssm::cli
