@@ -241,15 +241,7 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
   sub->callback([&action, a] { action = [a] { return run_e2e(*a); }; });
-  auto* spec = bench->add_subcommand(
-      "spec", "speculative decoding throughput: standard vs snapshot vs ReplaySSM (not built yet)");
-  spec->allow_extras();
-  spec->callback([&action] {
-    action = [] {
-      std::fprintf(stderr, "replayssm bench spec: not built yet\n");
-      return 2;
-    };
-  });
+  add_bench_spec(*bench, action);
 }
 
 }  // namespace replayssm::cli

@@ -14,7 +14,9 @@ void add_info(CLI::App& app, Action& action);
 void add_generate(CLI::App& app, Action& action);
 /// eval: teacher-forced KL, top-1 agreement and bits per byte of state modes over a text.
 void add_eval(CLI::App& app, Action& action);
-/// bench e2e: decode-step throughput of whole models (bench spec: announced, not built yet).
+/// bench e2e: decode-step throughput of whole models; bench spec (registered by add_bench):
+/// speculative decoding throughput, standard vs snapshot vs ReplaySSM.
 void add_bench(CLI::App& app, Action& action);
+void add_bench_spec(CLI::App& bench, Action& action);
 
 }  // namespace replayssm::cli

@@ -245,6 +245,18 @@ TEST(BenchHooks, LoadFromAnOpenCheckpointEqualsLoadFromItsDirectory) {
   EXPECT_EQ(la, lb);
 }
 
+TEST(BenchHooks, SnapshotBaselineTakesAnyRingLength) {
+  // The snapshot baseline keeps no ring; the speculative cursors it builds still need L >= 2T.
+  ModelOptions o;
+  o.ssm = SsmMode::kConventional;
+  o.spec_T = 4;
+  o.ring_L = 1;
+  o.max_slots = 2;
+  o.max_context = 16;
+  const auto m = Model::load(Checkpoint::random(Checkpoint::open(kTiny).config(), 1, "t"), o);
+  EXPECT_EQ(m->options().ring_L, 8);
+}
+
 TEST(SequenceBytes, MatchModelsMdFigures) {
   const ModelConfig nano = parse_config(published_config("nemotron-3-nano-4b"));
   ModelOptions o;

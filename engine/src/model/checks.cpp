@@ -66,6 +66,9 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
   check<ConfigError>(out.spec_T == 0 || out.ssm != SsmMode::kReplay || out.ring_L >= 2 * out.spec_T,
                      "ring length L is ", out.ring_L, ", expected >= 2T = ", 2 * out.spec_T,
                      " for speculative decoding with T = ", out.spec_T);
+  // Conventional decoding keeps no ring, but the models still build speculative cursors (ring.h:
+  // L >= 2T): the snapshot baseline accepts any ring_L.
+  if (out.ssm == SsmMode::kConventional) out.ring_L = std::max(out.ring_L, 2 * out.spec_T);
   return out;
 }
 

@@ -1,0 +1,288 @@
+// `replayssm bench spec`: speculative decoding throughput (issue 9 item 3) — standard decoding,
+// the peers' snapshot speculative decoding and ReplaySSM speculative decoding through the same
+// engine, at a model's real layer structure (random weights) and an acceptance trace drawn once
+// and replayed identically for every system: a row feeding T tokens keeps k of them, k = 1 + the
+// drafts accepted one after another, each with probability --alpha (so E[k] = 1 + a + ... +
+// a^(T-1)). Each system's throughput is committed tokens per second; each system's memory is
+// Model sequence_bytes, and the largest batch a --memory-budget holds follows from it.
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "commands.h"
+#include "cuda/device.h"
+#include "progress.h"
+#include "replayssm/engine/memory.h"
+#include "replayssm/engine/model.h"
+#include "replayssm/errors.h"
+#include "run_info.h"
+
+namespace replayssm::cli {
+namespace {
+
+using nlohmann::json;
+
+struct SpecArgs {
+  std::string arch, model, device = "cpu", json_out, commit;
+  bool random_weights = false;
+  std::vector<int64_t> batches = {1, 8, 32, 64, 128, 256, 512};
+  std::vector<int> Ts = {4};
+  double alpha = 0.7, budget_gib = 100.0;
+  int64_t context = 1024;
+  int steps = 8;
+  uint64_t seed = 20261201;
+};
+
+/// Tokens each row commits per verify step, [step][row], each in 1..T.
+std::vector<std::vector<int32_t>> acceptance_trace(int steps, int64_t batch, int T, double alpha,
+                                                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<std::vector<int32_t>> trace(static_cast<size_t>(steps));
+  for (auto& step : trace) {
+    step.resize(static_cast<size_t>(batch));
+    for (int32_t& k : step) {
+      k = 1;
+      while (k < T && u(rng) < alpha) ++k;
+    }
+  }
+  return trace;
+}
+
+struct Point {
+  std::string variant;  // standard | snapshot | replay
+  int T = 1;
+  int64_t batch = 0;
+  double ms = 0;              ///< median per step (decode step or verify + accept)
+  double tokens_per_s = 0;    ///< committed tokens per second
+  double mean_accepted = 1;   ///< committed tokens per row and step
+  int64_t seq_bytes = 0;      ///< sequence_bytes(...).total()
+  int64_t max_batch = 0;      ///< sequences the memory budget holds
+  int L = 0;                  ///< ring length (standard, replay)
+};
+
+engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int T,
+                             int64_t max_batch) {
+  engine::ModelOptions o;
+  o.cuda = a.device == "cuda";
+  o.max_slots = static_cast<int32_t>(max_batch);
+  o.max_context = a.context + (a.steps + 2) * T + 2;
+  o.ssm = variant == "snapshot" ? engine::SsmMode::kConventional : engine::SsmMode::kReplay;
+  o.spec_T = variant == "standard" ? 0 : T;
+  o.ring_L = std::max(16, 2 * T);  // a verify ring holds 2T records (snapshot: unused)
+  return o;
+}
+
+/// Times `steps` verify + accept steps (or, for standard, decode steps) of one batch size.
+Point time_point(engine::Model& model, const SpecArgs& a, const std::string& variant, int T,
+                 int64_t batch, std::mt19937_64& rng) {
+  const engine::ModelConfig& cfg = model.config();
+  std::vector<int32_t> slots(static_cast<size_t>(batch));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  model.reset(slots);
+  model.skip_to_position(slots, a.context);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  Point p;
+  p.variant = variant;
+  p.T = T;
+  p.batch = batch;
+  p.L = model.options().ring_L;
+  if (variant == "standard") {
+    std::vector<int32_t> tokens(static_cast<size_t>(batch));
+    for (int32_t& t : tokens) t = tok(rng);
+    model.time_steps(tokens, slots, 1, false);  // warm-up
+    const engine::StepTiming t = model.time_steps(tokens, slots, a.steps, false);
+    p.ms = percentile(t.step_ms, 0.5);
+    p.tokens_per_s = static_cast<double>(batch) / (p.ms * 1e-3);
+    return p;
+  }
+  // The same trace for snapshot and replay: seeded by (T, batch) only.
+  const auto trace = acceptance_trace(a.steps + 1, batch, T, a.alpha,
+                                      a.seed ^ (static_cast<uint64_t>(T) << 32) ^ uint64_t(batch));
+  const std::vector<int32_t> ntok(static_cast<size_t>(batch), T);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * T));
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(cfg.vocab_size));
+  std::vector<double> ms;
+  int64_t committed = 0;
+  double seconds = 0;
+  for (int s = 0; s <= a.steps; ++s) {  // step 0 warms up
+    for (int32_t& t : tokens) t = tok(rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    model.verify(tokens, ntok, slots, logits);
+    model.accept(trace[static_cast<size_t>(s)]);
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s == 0) continue;
+    ms.push_back(dt * 1e3);
+    seconds += dt;
+    for (const int32_t k : trace[static_cast<size_t>(s)]) committed += k;
+  }
+  p.ms = percentile(ms, 0.5);
+  p.tokens_per_s = static_cast<double>(committed) / seconds;
+  p.mean_accepted = static_cast<double>(committed) / static_cast<double>(batch * a.steps);
+  return p;
+}
+
+int run_spec(const SpecArgs& args) {
+  SpecArgs a = args;
+  if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  check<UnsupportedError>(a.device == "cpu",
+                          "bench spec: the CUDA engine does not run verify steps yet (the CUDA "
+                          "verify kernels exist; the model's multi-token steps do not): run with "
+                          "--device cpu");
+  if (!a.json_out.empty()) check_writable(a.json_out, "--json");
+  const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench spec");
+  std::sort(a.batches.begin(), a.batches.end());
+  a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
+  std::sort(a.Ts.begin(), a.Ts.end());
+  a.Ts.erase(std::unique(a.Ts.begin(), a.Ts.end()), a.Ts.end());
+  const int64_t max_batch = a.batches.back();
+  for (const int T : a.Ts)
+    for (const char* v : {"standard", "snapshot", "replay"})
+      engine::validate_options(src.cfg, options(a, v, T, max_batch));  // fail early
+
+  fmt::print("bench spec: {} ({}, {} weights) on the CPU; batches {}; T {}; per-draft acceptance "
+             "{}; context {}; {} timed steps per point\n",
+             src.label, ssm_family(src.cfg), src.weights, fmt::join(a.batches, ","),
+             fmt::join(a.Ts, ","), a.alpha, a.context, a.steps);
+  std::vector<Point> points;
+  std::mt19937_64 rng(a.seed);
+  Progress bar("bench spec", static_cast<long>((1 + 2 * a.Ts.size()) * a.batches.size()));
+  const double budget = a.budget_gib * 1024.0 * 1024.0 * 1024.0;
+  const auto run = [&](const std::string& v, int T) {
+    const engine::ModelOptions o = options(a, v, T, max_batch);
+    const int64_t per_seq = engine::sequence_bytes(src.cfg, o).total();
+    const std::unique_ptr<engine::Model> model = engine::Model::load(src.ck, o);
+    for (const int64_t b : a.batches) {
+      Point p = time_point(*model, a, v, T, b, rng);
+      p.seq_bytes = per_seq;
+      p.max_batch = static_cast<int64_t>(budget / static_cast<double>(per_seq));
+      points.push_back(p);
+      bar.tick();
+    }
+  };
+  run("standard", 1);
+  for (const int T : a.Ts) {
+    run("snapshot", T);
+    run("replay", T);
+  }
+  bar.done();
+
+  const auto find = [&](const std::string& v, int T, int64_t b) -> const Point* {
+    for (const Point& p : points)
+      if (p.variant == v && (v == "standard" || p.T == T) && p.batch == b) return &p;
+    return nullptr;
+  };
+  json rows = json::array();
+  for (const int T : a.Ts) {
+    fmt::print("\nT = {}: committed tokens/s (replay / snapshot, replay / standard)\n", T);
+    fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  mean accepted\n", "batch", "standard",
+               "snapshot", "replay", "/snap", "/std");
+    for (const int64_t b : a.batches) {
+      const Point *st = find("standard", T, b), *sn = find("snapshot", T, b), *re = find("replay", T, b);
+      fmt::print("{:>6} {:>12.1f} {:>12.1f} {:>12.1f} {:>8.2f}x {:>8.2f}x  {:.2f}\n", b,
+                 st->tokens_per_s, sn->tokens_per_s, re->tokens_per_s,
+                 re->tokens_per_s / sn->tokens_per_s, re->tokens_per_s / st->tokens_per_s,
+                 re->mean_accepted);
+    }
+    fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
+               "snapshot {}, replay {}\n",
+               a.budget_gib, a.context, find("standard", T, a.batches[0])->max_batch,
+               find("snapshot", T, a.batches[0])->max_batch,
+               find("replay", T, a.batches[0])->max_batch);
+  }
+  for (const Point& p : points) {
+    const bool spec = p.variant != "standard";
+    const Point* st = find("standard", p.T, p.batch);
+    json x;
+    x["arch"] = src.label;
+    x["shape"] = src.label;
+    x["family"] = ssm_family(src.cfg);
+    x["batch"] = p.batch;
+    x["variant"] = p.variant;
+    x["T"] = spec ? json(p.T) : json(1);
+    x["L"] = p.variant == "snapshot" ? json(nullptr) : json(p.L);  // snapshot: no ring
+    x["state"] = "fp32/fp32";
+    x["ms_per_step"] = p.ms;
+    x["tokens_per_s"] = p.tokens_per_s;
+    x["mean_accepted"] = p.mean_accepted;
+    x["acceptance"] = spec ? json(fmt::format("per-draft {}", a.alpha)) : json(nullptr);
+    x["speedup"] = p.tokens_per_s / st->tokens_per_s;
+    x["baseline"] = "standard";
+    if (p.variant == "replay")
+      x["speedup_vs_snapshot"] = p.tokens_per_s / find("snapshot", p.T, p.batch)->tokens_per_s;
+    x["sequence_bytes"] = p.seq_bytes;
+    x["max_batch_in_budget"] = p.max_batch;
+    rows.push_back(std::move(x));
+  }
+  if (!a.json_out.empty()) {
+    json j;
+    j["bench"] = "spec";
+    j["commit"] = a.commit.empty() ? git_commit() : a.commit;
+    j["date"] = utc_now();
+    j["gpu"] = nullptr;
+    j["cpu"] = cpu_name();
+    j["device"] = a.device;
+    j["weights"] = src.weights;
+    j["context"] = a.context;
+    j["alpha"] = a.alpha;
+    j["memory_budget_gib"] = a.budget_gib;
+    j["method"] =
+        "per (variant, T, batch): fresh slots at position `context`; one warm-up step, then "
+        "`steps` verify + accept steps (standard: decode steps) timed on the host clock; each "
+        "row feeds T tokens and commits the count the acceptance trace gives (the same trace for "
+        "snapshot and replay); tokens_per_s = committed tokens / time. max_batch_in_budget = "
+        "memory_budget / sequence_bytes (weights not included).";
+    j["rows"] = std::move(rows);
+    std::ofstream f(a.json_out);
+    check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
+    f << j.dump(2) << "\n";
+    fmt::print("wrote {}\n", a.json_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_spec(CLI::App& bench, Action& action) {
+  auto* a = new SpecArgs;  // lives as long as the app (the process)
+  auto* sub = bench.add_subcommand(
+      "spec", "speculative decoding throughput: standard vs snapshot vs ReplaySSM speculative "
+              "decoding with one acceptance trace (CPU engine for now)");
+  sub->add_option("--arch", a->arch, "a published architecture, built with --random-weights");
+  sub->add_option("--model", a->model, "a checkpoint directory")->check(CLI::ExistingDirectory);
+  sub->add_flag("--random-weights", a->random_weights, "random weights of a trained model's scale");
+  sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(65535)));
+  sub->add_option("-T", a->Ts, "tokens fed per row and verify step (last token + T-1 drafts), "
+                               "comma-separated, each 2..8")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 8));
+  sub->add_option("--alpha", a->alpha, "probability that each draft is accepted (given the ones "
+                                       "before it were)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--context", a->context, "tokens already in every row's context")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  sub->add_option("--steps", a->steps, "timed steps per point")->check(CLI::Range(1, 10000));
+  sub->add_option("--memory-budget", a->budget_gib,
+                  "GiB of per-sequence memory the capacity column is computed for")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--device", a->device, "cpu (the CUDA engine does not run verify steps yet)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace");
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")");
+  sub->add_option("--commit", a->commit, "commit recorded in the JSON");
+  sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });
+}
+
+}  // namespace replayssm::cli
