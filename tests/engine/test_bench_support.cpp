@@ -152,6 +152,34 @@ TEST(RandomCheckpoint, QwenNormsScaleByOnePlusW) {
   for (const float v : q.load("model.layers.0.linear_attn.norm.weight", {128})) EXPECT_GE(v, 0.95f);
 }
 
+/// A random checkpoint probes like the real one: the MoE fixtures store experts one by one, so a
+/// random checkpoint of their configs must not claim the fused Qwen3.5-MoE tensors (a fused
+/// load would build SwiGLU experts of the wrong width). Loading and stepping every MoE fixture's
+/// config with random weights must give the real checkpoint's layout.
+TEST(RandomCheckpoint, MoeFixturesLoadWithTheirOwnExpertLayout) {
+  for (const char* f : {"nemotron-h-latent-moe-random", "nemotron-h-moe-random",
+                        "qwen3-next-moe-random", "qwen3.5-moe-random"}) {
+    SCOPED_TRACE(f);
+    const Checkpoint real = Checkpoint::open(std::string(RSSM_SOURCE_DIR) + "/tests/fixtures/" + f);
+    const Checkpoint rnd = Checkpoint::random(real.config(), 1, f);
+    for (const std::string& n : real.names()) EXPECT_TRUE(rnd.has(n)) << n;
+    const ModelConfig cfg = parse_config(real.config());
+    const std::string root = cfg.weight_prefix;
+    for (int64_t i = 0; i < cfg.num_layers; ++i)
+      for (const char* mid : {"mixer.", "mlp."}) {
+        const std::string n = root + "layers." + std::to_string(i) + "." + mid + "experts.gate_up_proj";
+        EXPECT_EQ(rnd.has(n), real.has(n)) << n;
+      }
+    ModelOptions o;
+    o.max_slots = 2;
+    o.max_context = 8;
+    const auto m = Model::load(rnd, o);
+    std::vector<float> logits(2 * static_cast<size_t>(cfg.vocab_size));
+    m->step(std::vector<int32_t>{1, 2}, std::vector<int32_t>{0, 1}, logits);
+    for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 /// A tiny model of the bundled one's config with random weights.
 std::unique_ptr<Model> tiny(const std::string& dir, bool cuda, SsmMode ssm, int L) {
   ModelOptions o;

@@ -172,7 +172,7 @@ Checkpoint Checkpoint::random(const nlohmann::json& config, uint64_t seed,
 }
 
 bool Checkpoint::has(const std::string& name) const {
-  return random_ || where_.count(name) != 0;
+  return random_ ? random_has(name) : where_.count(name) != 0;
 }
 
 const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {

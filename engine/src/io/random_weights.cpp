@@ -39,6 +39,10 @@ Kind kind_of(const std::string& name, bool qwen_norm) {
 
 }  // namespace
 
+bool random_has(const std::string& name) {
+  return !ends_with(name, "experts.gate_up_proj") && !ends_with(name, "experts.down_proj");
+}
+
 std::vector<float> random_tensor(const std::string& name, const std::vector<int64_t>& shape,
                                  uint64_t seed, bool qwen_norm) {
   int64_t n = 1;

@@ -39,7 +39,8 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   /// config.json, parsed (see open() for non-finite numbers).
   const nlohmann::json& config() const { return config_; }
-  /// Whether any file of the checkpoint holds tensor `name` (a random() checkpoint holds all).
+  /// Whether any file of the checkpoint holds tensor `name` (a random() checkpoint holds every
+  /// tensor a loader asks for, MoE experts one by one: random_weights.h random_has).
   bool has(const std::string& name) const;
   /// Header entry of a tensor; CheckpointError "missing tensor 'name'" if absent (and for every
   /// name of a random() checkpoint, which has no files).
