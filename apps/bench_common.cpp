@@ -16,20 +16,19 @@ BenchSource bench_source(const std::string& arch, const std::string& model, bool
                      " --arch builds a published architecture without its weights: add "
                      "--random-weights (decode timing does not depend on the values), or give "
                      "--model DIR");
-  nlohmann::json config;
-  std::string label;
   if (!arch.empty()) {
-    config = engine::published_config(arch);
-    label = arch;
-  } else {
-    config = engine::Checkpoint::open(model).config();
-    std::filesystem::path p(model);
-    if (!p.has_filename()) p = p.parent_path();
-    label = p.filename().string();
+    nlohmann::json config = engine::published_config(arch);
+    engine::ModelConfig cfg = engine::parse_config(config);
+    engine::Checkpoint ck = engine::Checkpoint::random(config, seed, arch);
+    return BenchSource{std::move(config), std::move(cfg), std::move(ck), arch, "random"};
   }
+  std::filesystem::path p(model);
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string label = p.filename().string();
+  engine::Checkpoint ck = engine::Checkpoint::open(model);
+  nlohmann::json config = ck.config();
   engine::ModelConfig cfg = engine::parse_config(config);
-  engine::Checkpoint ck = random_weights ? engine::Checkpoint::random(config, seed, label)
-                                         : engine::Checkpoint::open(model);
+  if (random_weights) ck = engine::Checkpoint::random(config, seed, label);
   return BenchSource{std::move(config), std::move(cfg), std::move(ck), label,
                      random_weights ? "random" : model};
 }
@@ -41,6 +40,15 @@ std::string ssm_family(const engine::ModelConfig& cfg) {
     g = g || k == engine::BlockKind::kGdn;
   }
   return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
+}
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return s.find('-') != std::string::npos ? "seed " + s + " is negative, expected >= 0"
+                                                : std::string();
+      },
+      "non-negative");
 }
 
 double percentile(std::vector<double> v, double q) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "replayssm/engine/checkpoint.h"
@@ -29,6 +30,9 @@ BenchSource bench_source(const std::string& arch, const std::string& model, bool
 
 /// "mamba2", "gdn", "mamba2+gdn" or "none": the kinds of SSM layers of a model.
 std::string ssm_family(const engine::ModelConfig& cfg);
+
+/// Rejects a negative --seed (CLI11 would wrap it into a huge unsigned value).
+CLI::Validator seed_validator();
 
 /// Percentile q in [0, 1] of the samples (linear interpolation between order statistics).
 double percentile(std::vector<double> v, double q);

@@ -46,11 +46,20 @@ struct Variant {
   engine::SsmMode ssm;
   int L;
   std::string state;
+  /// Steps per timed window: the smallest multiple of L that is >= 16, so a window holds whole
+  /// flush cycles (conventional: 16).
+  int window() const { return L * ((16 + L - 1) / L); }
+  /// Positions a batch uses beyond --context: the stagger, the warm-up (+ its eager step), the
+  /// timed windows and the profiled steps (two positions each).
+  int64_t positions(int windows, int profile_steps) const {
+    return int64_t{L} + 1 + int64_t{window()} * (windows + 1) + 2 * int64_t{profile_steps} + 1;
+  }
 };
 
 /// Times one batch size on a loaded model; fills the row's timing fields.
 E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int64_t batch,
-                  int window_steps, int stagger_L, std::mt19937_64& rng) {
+                  std::mt19937_64& rng) {
+  const int window_steps = v.window(), stagger_L = v.L;
   const engine::ModelConfig& cfg = model.config();
   const int32_t pool = model.options().max_slots;
   std::vector<int32_t> all(static_cast<size_t>(pool));
@@ -95,6 +104,7 @@ E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int6
   row.ms_p90 = percentile(window_ms, 0.9);
   row.tokens_per_s = static_cast<double>(batch) / (row.ms * 1e-3);
   row.steps_timed = a.windows * window_steps;
+  row.window_steps = window_steps;
   for (int p = 0; p < a.profile_steps; ++p) {
     const engine::StepTiming pr = model.time_steps(tokens, slots, 1, true);
     for (const auto& [k, ms] : pr.kind_ms) row.kind_ms[k] += ms / a.profile_steps;
@@ -113,7 +123,6 @@ E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int6
 int run_e2e(const E2eArgs& args) {
   E2eArgs a = args;
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
-  if (!a.json_out.empty()) check_writable(a.json_out, "--json");
   const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench e2e");
   const engine::ModelConfig& cfg = src.cfg;
   const engine::Checkpoint& ck = src.ck;
@@ -122,12 +131,15 @@ int run_e2e(const E2eArgs& args) {
   std::sort(a.batches.begin(), a.batches.end());
   a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
   const int64_t max_batch = a.batches.back();
-  // A window holds whole flush cycles of every ring length timed.
-  int window_steps = 1;
-  for (const int L : a.ring_lengths) window_steps = std::lcm(window_steps, L);
-  const int stagger_max = *std::max_element(a.ring_lengths.begin(), a.ring_lengths.end());
-  const int64_t positions_needed = stagger_max + 1 + window_steps * (a.windows + 1) +
-                                   2 * a.profile_steps + 1;
+  for (size_t i = 0; i < a.ring_lengths.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      check<ConfigError>(a.ring_lengths[i] != a.ring_lengths[j], "-L: ", a.ring_lengths[i],
+                         " given twice");
+  for (std::string& st : a.states) {
+    if (st == "fp32/fp32") st = "fp32";
+    check<ConfigError>(std::count(a.states.begin(), a.states.end(), st) == 1, "--state: '", st,
+                       "' given twice");
+  }
 
   // The conventional baseline runs first and again last: step times drift over a long run (on
   // the H200 by up to ~4% at batch 1, growing with each model loaded), so every speedup is taken
@@ -144,10 +156,11 @@ int run_e2e(const E2eArgs& args) {
     o.ring_L = v.L;
     o.state = v.state;
     o.max_slots = static_cast<int32_t>(max_batch);
-    o.max_context = a.context + positions_needed;
+    o.max_context = a.context + v.positions(a.windows, a.profile_steps);
     return o;
   };
   for (const Variant& v : variants) engine::validate_options(cfg, options_of(v));  // fail early
+  if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
   E2eRunInfo info;
   info.arch = label;
@@ -155,23 +168,22 @@ int run_e2e(const E2eArgs& args) {
   info.device = a.device;
   info.commit = a.commit.empty() ? git_commit() : a.commit;
   info.context = a.context;
-  info.window_steps = window_steps;
   info.windows = a.windows;
   info.seed = a.seed;
   info.family = ssm_family(cfg);
 
-  fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} windows of {} "
-             "steps per point\n",
+  fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} windows per point "
+             "(16 steps, or the next multiple of L)\n",
              label, info.family, info.weights,
              a.device == "cuda" ? cuda::device_summary() : std::string("the CPU"),
-             fmt::format("{}", fmt::join(a.batches, ",")), a.context, a.windows, window_steps);
+             fmt::format("{}", fmt::join(a.batches, ",")), a.context, a.windows);
   std::vector<E2eRow> rows;
   std::mt19937_64 rng(a.seed);
   Progress bar("bench e2e", static_cast<long>(variants.size() * a.batches.size()));
   for (size_t i = 0; i < variants.size(); ++i) {
     const std::unique_ptr<engine::Model> model = engine::Model::load(ck, options_of(variants[i]));
     for (const int64_t b : a.batches) {
-      rows.push_back(time_batch(*model, a, variants[i], b, window_steps, stagger_max, rng));
+      rows.push_back(time_batch(*model, a, variants[i], b, rng));
       rows.back().repeat = i + 1 == variants.size() ? 1 : 0;
       bar.tick();
     }
@@ -236,7 +248,8 @@ void add_bench(CLI::App& app, Action& action) {
       ->check(CLI::Range(1, 100));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  sub->add_option("--seed", a->seed, "seed of the random weights, slots and tokens");
+  sub->add_option("--seed", a->seed, "seed of the random weights, slots and tokens")
+      ->check(seed_validator());
   sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"e2e\")");
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");

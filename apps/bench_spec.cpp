@@ -139,7 +139,6 @@ int run_spec(const SpecArgs& args) {
                           "bench spec: the CUDA engine does not run verify steps yet (the CUDA "
                           "verify kernels exist; the model's multi-token steps do not): run with "
                           "--device cpu");
-  if (!a.json_out.empty()) check_writable(a.json_out, "--json");
   const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench spec");
   std::sort(a.batches.begin(), a.batches.end());
   a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
@@ -149,6 +148,7 @@ int run_spec(const SpecArgs& args) {
   for (const int T : a.Ts)
     for (const char* v : {"standard", "snapshot", "replay"})
       engine::validate_options(src.cfg, options(a, v, T, max_batch));  // fail early
+  if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
   fmt::print("bench spec: {} ({}, {} weights) on the CPU; batches {}; T {}; per-draft acceptance "
              "{}; context {}; {} timed steps per point\n",
@@ -279,7 +279,8 @@ void add_bench_spec(CLI::App& bench, Action& action) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--device", a->device, "cpu (the CUDA engine does not run verify steps yet)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace");
+  sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace")
+      ->check(seed_validator());
   sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")");
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
   sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });

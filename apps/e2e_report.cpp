@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cuda/device.h"
@@ -51,7 +52,8 @@ void print_e2e_table(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
     fmt::print("\n");
   }
   fmt::print("(speedup over the mean of the two conventional runs; * the ring length the "
-             "dispatcher picks at that batch, -L 0; tokens/s = batch / ms in the JSON)\n");
+             "dispatcher recommends for that batch, dispatch.h; tokens/s = batch / ms in the "
+             "JSON)\n");
 }
 
 json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
@@ -65,19 +67,21 @@ json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
   j["arch"] = info.arch;
   j["weights"] = info.weights;
   j["context"] = info.context;
-  j["window_steps"] = info.window_steps;
   j["windows"] = info.windows;
   j["seed"] = info.seed;
+  const bool gpu = info.device == "cuda";
   j["method"] =
-      "per (variant, batch): fresh slots chosen at random from the pool, moved to position "
-      "`context` (KV cache filled to that length), ring phases staggered across rows as in "
-      "serving (row r first decodes r mod L steps alone), warm-up, then `windows` windows of "
-      "`window_steps` CUDA-graph decode steps (a multiple of every L: each window holds whole "
-      "flush cycles), each step timed with CUDA events (host clock on the CPU); ms = median over "
-      "windows of the window's mean step time; the conventional baseline runs first and again "
-      "last (repeat 1), speedup = the mean of the two / ms. ssm_share from separately profiled "
-      "steps (one event between sub-layers). Logits stay on the device (no sampling, no "
-      "transfer).";
+      std::string("per (variant, batch): fresh slots chosen at random from the pool, moved to "
+                  "position `context` (the KV cache holds that many positions; the timed steps "
+                  "run up to ~2 windows past it), ring phases staggered across rows as in "
+                  "serving (row r first decodes r mod L steps alone), warm-up, then `windows` "
+                  "windows of `window_steps` decode steps (whole flush cycles of the row's L)") +
+      (gpu ? ", replayed from CUDA graphs and timed with CUDA events, logits kept on the device"
+           : ", timed on the host clock (logits computed into a host buffer)") +
+      "; ms = median over windows of the window's mean step time; the conventional baseline "
+      "runs first and again last (repeat 1), speedup = the mean of the two / ms. ssm_share from "
+      "separately profiled steps (" +
+      (gpu ? "an event between sub-layers" : "the host clock between sub-layers") + ").";
   json out = json::array();
   for (const E2eRow& r : rows) {
     json x;
@@ -103,9 +107,10 @@ json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
     x["baseline_ms"] = r.baseline_ms;
     x["repeat"] = r.repeat;
     x["dispatched"] = r.dispatched;
-    x["gpu_memory_bytes"] = r.gpu_memory_bytes;
+    x["gpu_memory_bytes"] = info.device == "cuda" ? json(r.gpu_memory_bytes) : json(nullptr);
     x["max_slots"] = r.max_slots;
     x["steps_timed"] = r.steps_timed;
+    x["window_steps"] = r.window_steps;
     x["phases"] = "staggered";
     out.push_back(std::move(x));
   }

@@ -30,6 +30,7 @@ struct E2eRow {
   int64_t gpu_memory_bytes = 0; ///< Model::device_bytes of the model the row ran on
   int64_t max_slots = 0;        ///< the pool that model was built for
   int steps_timed = 0;          ///< timed steps (windows x window steps)
+  int window_steps = 0;         ///< steps per window: whole flush cycles of the row's L
 };
 
 /// What the JSON records about the run besides the rows.
@@ -39,7 +40,7 @@ struct E2eRunInfo {
   std::string device;           ///< "cuda" | "cpu"
   std::string commit;
   int64_t context = 0;
-  int window_steps = 0, windows = 0;
+  int windows = 0;
   uint64_t seed = 0;
   std::string family;           ///< "mamba2", "gdn" or "mamba2+gdn": the SSM layers' kind
 };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
@@ -310,13 +311,7 @@ void add_generate(CLI::App& app, Action& action) {
           "not nan"));
   sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(CLI::Range(0, 1 << 30));
   sub->add_option("--top-p", o->top_p, "nucleus mass (1 = all)")->check(CLI::Range(1e-6, 1.0));
-  sub->add_option("--seed", o->seed, "sampling seed (0 .. 2^64 - 1)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            return s.find('-') != std::string::npos ? "seed " + s + " is negative, expected >= 0"
-                                                    : std::string();
-          },
-          "non-negative"));
+  sub->add_option("--seed", o->seed, "sampling seed (0 .. 2^64 - 1)")->check(seed_validator());
   sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");

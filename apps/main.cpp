@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "commands.h"
 #include "runtime_env.h"
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
     return action();
   } catch (const replayssm::Error& e) {
     std::fprintf(stderr, "replayssm: error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "replayssm: error: out of host memory (a smaller --batch, --context or "
+                         "model, or a GPU, may fit)\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "replayssm: internal error: %s\n", e.what());
   }

@@ -85,7 +85,10 @@ def main():
     gpu = docs[0].get("gpu") or docs[0].get("cpu", "?")
     fig.suptitle(f"End-to-end decode steps, {gpu}, commit {docs[0].get('commit', '?')[:10]}")
     fig.tight_layout()
-    fig.savefig(sys.argv[-1], dpi=110)
+    try:
+        fig.savefig(sys.argv[-1], dpi=110)
+    except (OSError, ValueError) as e:
+        sys.exit(f"plot_e2e: cannot write {sys.argv[-1]}: {e}")
 
 
 if __name__ == "__main__":

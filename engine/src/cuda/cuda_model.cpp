@@ -146,12 +146,9 @@ class CudaModel final : public Model {
 };
 
 CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
-  check<UnsupportedError>(replayssm::cuda::device_count() > 0,
-                          "the CUDA engine needs a CUDA device (",
-                          replayssm::cuda::device_summary(), "): run with --device cpu");
   cfg_ = parse_config(ck.config());
   opt_ = resolve_options(cfg_, opt);
-  check_supported(cfg_, opt_);
+  check_cuda_model(cfg_, opt_);
   const ModelLayout layout = model_layout(ck, cfg_);
 
   check_cuda(cudaStreamCreateWithFlags(&stream_.v, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -382,13 +379,13 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
       enqueue(B);
   };
   if (opt_.cuda_graphs) graph_for(B);  // captured before the clock starts
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(steps) + 1);
-  for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(steps) + 1, nullptr);
   const auto destroy = [&] {
     for (cudaEvent_t e : ev)
       if (e) cudaEventDestroy(e);
   };
   try {
+    for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
     for (int32_t i = 0; i < steps; ++i) {
       launch();
@@ -432,6 +429,13 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
 }
 
 }  // namespace
+
+void check_cuda_model(const ModelConfig& cfg, const ModelOptions& options) {
+  check<UnsupportedError>(replayssm::cuda::device_count() > 0,
+                          "the CUDA engine needs a CUDA device (",
+                          replayssm::cuda::device_summary(), "): run with --device cpu");
+  check_supported(cfg, options);
+}
 
 std::unique_ptr<Model> make_cuda_model(const Checkpoint& ck, const ModelOptions& options) {
   return std::make_unique<CudaModel>(ck, options);

@@ -18,4 +18,8 @@ class Checkpoint;
 /// MoE blocks are not built on CUDA yet).
 std::unique_ptr<Model> make_cuda_model(const Checkpoint& ck, const ModelOptions& options);
 
+/// What make_cuda_model checks before reading any weight: a CUDA device, and sizes and modes the
+/// CUDA kernels run (UnsupportedError / ConfigError naming the value). options: resolved.
+void check_cuda_model(const ModelConfig& cfg, const ModelOptions& options);
+
 }  // namespace replayssm::engine

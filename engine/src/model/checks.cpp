@@ -18,10 +18,6 @@ int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
   return L;
 }
 
-void validate_options(const ModelConfig& cfg, const ModelOptions& options) {
-  resolve_options(cfg, options);
-}
-
 void check_state_option(const ModelOptions& opt) {
   const std::string& name = opt.state;
   // "bf16" / "fp16": the CUDA engine's 16-bit state (rounded every step: a shared baseline).

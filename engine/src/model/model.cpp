@@ -1,5 +1,6 @@
 #include "replayssm/engine/model.h"
 
+#include "model/checks.h"
 #include "model/cpu_model.h"
 #include "replayssm/engine/checkpoint.h"
 #ifdef RSSM_WITH_CUDA
@@ -31,6 +32,16 @@ void Model::verify(std::span<const int32_t>, std::span<const int32_t>, std::span
   throw UnsupportedError(kNoCudaVerify);
 }
 void Model::accept(std::span<const int32_t>) { throw UnsupportedError(kNoCudaVerify); }
+
+void validate_options(const ModelConfig& cfg, const ModelOptions& options) {
+  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
+  const ModelOptions o = resolve_options(cfg, options);
+#ifdef RSSM_WITH_CUDA
+  if (o.cuda) check_cuda_model(cfg, o);
+#else
+  check_cuda_build(options);
+#endif
+}
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
   check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);

@@ -56,8 +56,8 @@ struct ModelOptions {
 };
 
 /// Checks options against a config as Model::load does before reading any weight: ConfigError /
-/// UnsupportedError naming the bad value (backend-specific limits, e.g. of the CUDA kernels, are
-/// checked by load itself).
+/// UnsupportedError naming the bad value, including, with options.cuda, a missing CUDA build or
+/// device and the sizes and state modes the CUDA kernels run.
 void validate_options(const ModelConfig& cfg, const ModelOptions& options);
 
 /// The ring length ring_L = 0 resolves to for a model decoding `batch` rows (dispatch.h; the
@@ -144,7 +144,8 @@ class Model {
   /// step is run and timed part by part (StepTiming::kind_ms). Every step (the profiled one
   /// included) advances the rows' positions and SSM rings exactly like step(). Errors as step()
   /// (nothing modified), SlotError when the context cannot hold steps (+ 1 with profile, + 1 for
-  /// a warm-up step: StepTiming::warmup_steps) more tokens, ConfigError for steps < 1.
+  /// a warm-up step: StepTiming::warmup_steps) more tokens, ConfigError for steps < 1,
+  /// UnsupportedError for a model loaded with spec_T > 0 (time its decode steps on one without).
   virtual StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                                 int32_t steps, bool profile) = 0;
 
