@@ -157,6 +157,8 @@ TEST(AttentionCuda, MatchesFp64SoftmaxAttention) {
       {6, 2, 64, false},    // the bundled models
       {4, 4, 32, true},     // no sharing
       {3, 1, 96, true},     // odd lanes-per-row width
+      {8, 4, 160, false},   // groups of 2 (2 heads per block), 5 dims per lane
+      {4, 2, 192, true},    // groups of 2, 6 dims per lane
       {8, 2, 16, true},     // head_dim 16: the per-head kernel
   };
   for (const Case& c : cases)
