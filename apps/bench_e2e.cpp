@@ -180,6 +180,22 @@ int run_e2e(const E2eArgs& args) {
   std::vector<E2eRow> rows;
   std::mt19937_64 rng(a.seed);
   Progress bar("bench e2e", static_cast<long>(variants.size() * a.batches.size()));
+  // Speedups against the mean of the conventional runs so far; the JSON is rewritten after every
+  // variant, so a run that fails later (a mode the device cannot hold) keeps what it measured.
+  const auto finish = [&] {
+    for (E2eRow& r : rows) {
+      double sum = 0;
+      int n = 0;
+      for (const E2eRow& base : rows)
+        if (base.batch == r.batch && base.variant == "conventional") sum += base.ms, ++n;
+      r.baseline_ms = sum / n;
+      r.speedup = r.baseline_ms / r.ms;
+    }
+    if (a.json_out.empty()) return;
+    std::ofstream f(a.json_out);
+    check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
+    f << e2e_json(info, rows).dump(2) << "\n";
+  };
   for (size_t i = 0; i < variants.size(); ++i) {
     const std::unique_ptr<engine::Model> model = engine::Model::load(ck, options_of(variants[i]));
     for (const int64_t b : a.batches) {
@@ -187,23 +203,12 @@ int run_e2e(const E2eArgs& args) {
       rows.back().repeat = i + 1 == variants.size() ? 1 : 0;
       bar.tick();
     }
+    finish();
   }
   bar.done();
-  for (E2eRow& r : rows) {
-    double sum = 0;
-    int n = 0;
-    for (const E2eRow& base : rows)
-      if (base.batch == r.batch && base.variant == "conventional") sum += base.ms, ++n;
-    r.baseline_ms = sum / n;
-    r.speedup = r.baseline_ms / r.ms;
-  }
   print_e2e_table(info, rows);
-  if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
-    f << e2e_json(info, rows).dump(2) << "\n";
+  if (!a.json_out.empty())
     fmt::print("wrote {} (plot: python3 bench/plot_e2e.py {} OUT.png)\n", a.json_out, a.json_out);
-  }
   return 0;
 }
 
