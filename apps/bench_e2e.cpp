@@ -137,6 +137,10 @@ int run_e2e(const E2eArgs& args) {
                          " given twice");
   for (std::string& st : a.states) {
     if (st == "fp32/fp32") st = "fp32";
+    check<ConfigError>(st.rfind("shared-", 0) != 0, "bench e2e --state: '", st,
+                       "' is a shared baseline (a conventional-step mode); bench e2e times "
+                       "ReplaySSM variants against the fp32 conventional step (use replayssm eval "
+                       "to compare shared baselines)");
     check<ConfigError>(std::count(a.states.begin(), a.states.end(), st) == 1, "--state: '", st,
                        "' given twice");
   }
