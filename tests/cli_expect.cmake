@@ -1,5 +1,6 @@
 # ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (comma-separated) and requires exit code
-# ${RC} and exactly one line on stderr matching ${PATTERN} (a crash fails: its code is not ${RC}).
+# ${RC}, exactly one line on stderr matching ${PATTERN} (a crash fails: its code is not ${RC}) and
+# nothing on stdout (bad input is caught before any work or output).
 string(REPLACE "," ";" ARGS "${ARGS}")
 execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT "${rc}" STREQUAL "${RC}")
@@ -10,4 +11,7 @@ string(REGEX MATCHALL "\n" newlines "${err}")
 list(LENGTH newlines n)
 if(NOT n EQUAL 0 OR NOT err MATCHES "${PATTERN}")
   message(FATAL_ERROR "stderr must be one line matching '${PATTERN}', got:\n${err}")
+endif()
+if(NOT "${out}" STREQUAL "")
+  message(FATAL_ERROR "stdout must be empty on bad input, got:\n${out}")
 endif()

@@ -242,8 +242,17 @@ TEST(BenchHooks, TimeStepsContinueLikeStepCuda) {
 
 TEST(BenchHooks, BadArgumentsRaiseAndChangeNothing) {
   auto m = tiny(kTiny, false, SsmMode::kReplay, 4);
+  auto twin = tiny(kTiny, false, SsmMode::kReplay, 4);  // takes only the valid calls
   const std::vector<int32_t> slots{0, 2}, tokens{1, 2};
+  m->skip_to_position(slots, 40);
+  twin->skip_to_position(slots, 40);
+  std::vector<float> la(2 * 256), lb(2 * 256);
+  for (int i = 0; i < 10; ++i) {  // some SSM state and ring history to disturb
+    m->step(tokens, slots, la);
+    twin->step(tokens, slots, lb);
+  }
   m->skip_to_position(slots, 50);
+  twin->skip_to_position(slots, 50);
   EXPECT_THROW(m->skip_to_position(slots, 64), SlotError);  // max_context 64
   EXPECT_THROW(m->skip_to_position(slots, -1), SlotError);
   EXPECT_THROW(m->skip_to_position(std::vector<int32_t>{1, 1}, 3), SlotError);
@@ -256,8 +265,12 @@ TEST(BenchHooks, BadArgumentsRaiseAndChangeNothing) {
   EXPECT_THROW(m->time_steps(std::vector<int32_t>{1}, slots, 1, false), ShapeError);
   EXPECT_EQ(m->position(0), 50);
   EXPECT_EQ(m->position(2), 50);
-  const StepTiming t = m->time_steps(tokens, slots, 13, true);  // exactly fits
-  EXPECT_EQ(t.step_ms.size(), 13u);
+  // The rejected calls left states, rings and caches as the twin's: the next steps agree.
+  m->step(tokens, slots, la);
+  twin->step(tokens, slots, lb);
+  EXPECT_EQ(la, lb);
+  const StepTiming t = m->time_steps(tokens, slots, 12, true);  // exactly fits
+  EXPECT_EQ(t.step_ms.size(), 12u);
   EXPECT_EQ(m->position(0), 64);
 }
 
