@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
+#include <fmt/core.h>
+
+#include "replayssm/engine/memory.h"
 #include "replayssm/engine/published.h"
 #include "replayssm/errors.h"
 
@@ -40,6 +44,30 @@ std::string ssm_family(const engine::ModelConfig& cfg) {
     g = g || k == engine::BlockKind::kGdn;
   }
   return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
+}
+
+void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
+                       int64_t slots, const char* command) {
+  std::ifstream f("/proc/meminfo");
+  double available = 0;
+  for (std::string key; f >> key;) {
+    double kib = 0;
+    f >> kib;
+    if (key == "MemAvailable:") available = kib * 1024.0;
+    f.ignore(64, '\n');
+  }
+  if (available <= 0) return;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double weights = 4.0 * static_cast<double>(engine::parameter_count(cfg));
+  // The CPU KV cache is float32: twice the bf16 bytes sequence_bytes counts.
+  const double state = static_cast<double>(slots) * static_cast<double>(per_slot + kv_per_slot);
+  check<ConfigError>(weights + state < 0.9 * available, command, ": the CPU engine would need ~",
+                     fmt::format("{:.1f}", (weights + state) / gib), " GiB (",
+                     fmt::format("{:.2g}", weights / 4.0), " float32 parameters + ",
+                     fmt::format("{:.1f}", state / gib), " GiB for ", slots,
+                     " sequences), this machine has ", fmt::format("{:.1f}", available / gib),
+                     " GiB available: use --device cuda, fewer or shorter sequences (--batch, "
+                     "--context) or a smaller model");
 }
 
 CLI::Validator seed_validator() {

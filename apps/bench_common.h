@@ -31,6 +31,13 @@ BenchSource bench_source(const std::string& arch, const std::string& model, bool
 /// "mamba2", "gdn", "mamba2+gdn" or "none": the kinds of SSM layers of a model.
 std::string ssm_family(const engine::ModelConfig& cfg);
 
+/// On the CPU, ConfigError (one line) when a model of `cfg` with per-slot memory `per_slot` for
+/// `slots` slots would not fit the host's available memory (/proc/meminfo MemAvailable): the CPU
+/// engine holds the weights as float32 (memory.h parameter_count) and its KV cache as float32.
+/// No check where MemAvailable cannot be read.
+void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
+                       int64_t slots, const char* command);
+
 /// Rejects a negative --seed (CLI11 would wrap it into a huge unsigned value).
 CLI::Validator seed_validator();
 

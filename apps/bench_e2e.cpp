@@ -22,6 +22,7 @@
 #include "progress.h"
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
+#include "replayssm/engine/memory.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/published.h"
 #include "replayssm/errors.h"
@@ -163,7 +164,13 @@ int run_e2e(const E2eArgs& args) {
     o.max_context = a.context + v.positions(a.windows, a.profile_steps);
     return o;
   };
-  for (const Variant& v : variants) engine::validate_options(cfg, options_of(v));  // fail early
+  for (const Variant& v : variants) {  // fail early
+    engine::validate_options(cfg, options_of(v));
+    if (a.device == "cpu") {
+      const engine::SequenceBytes sb = engine::sequence_bytes(cfg, options_of(v));
+      check_host_memory(cfg, sb.total(), sb.kv_cache, max_batch, "bench e2e");
+    }
+  }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
   E2eRunInfo info;

@@ -146,8 +146,11 @@ int run_spec(const SpecArgs& args) {
   a.Ts.erase(std::unique(a.Ts.begin(), a.Ts.end()), a.Ts.end());
   const int64_t max_batch = a.batches.back();
   for (const int T : a.Ts)
-    for (const char* v : {"standard", "snapshot", "replay"})
-      engine::validate_options(src.cfg, options(a, v, T, max_batch));  // fail early
+    for (const char* v : {"standard", "snapshot", "replay"}) {  // fail early
+      engine::validate_options(src.cfg, options(a, v, T, max_batch));
+      const engine::SequenceBytes sb = engine::sequence_bytes(src.cfg, options(a, v, T, max_batch));
+      check_host_memory(src.cfg, sb.total(), sb.kv_cache, max_batch, "bench spec");
+    }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
   fmt::print("bench spec: {} ({}, {} weights) on the CPU; batches {}; T {}; per-draft acceptance "

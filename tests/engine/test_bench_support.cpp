@@ -298,6 +298,38 @@ TEST(BenchHooks, SnapshotBaselineTakesAnyRingLength) {
   EXPECT_EQ(m->options().ring_L, 8);
 }
 
+/// Elements of every tensor of a checkpoint directory (its safetensors header).
+int64_t stored_elements(const std::string& dir) {
+  const Checkpoint ck = Checkpoint::open(dir);
+  int64_t n = 0;
+  for (const std::string& name : ck.names()) {
+    int64_t e = 1;
+    for (const int64_t d : ck.info(name).shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+TEST(ParameterCount, EqualsEveryFixturesStoredTensors) {
+  const std::string root = RSSM_SOURCE_DIR;
+  for (const std::string& dir :
+       {root + "/models/nemotron-h-tiny", root + "/models/qwen3-next-tiny",
+        root + "/tests/fixtures/mamba2-tiny", root + "/tests/fixtures/nemotron-h-latent-moe-random",
+        root + "/tests/fixtures/nemotron-h-moe-random", root + "/tests/fixtures/qwen3-next-moe-random",
+        root + "/tests/fixtures/qwen3.5-random", root + "/tests/fixtures/qwen3.5-moe-random"}) {
+    SCOPED_TRACE(dir);
+    EXPECT_EQ(parameter_count(parse_config(Checkpoint::open(dir).config())), stored_elements(dir));
+  }
+  // The published sizes: Nemotron-3-Nano-4B ~4.0e9, Qwen3.5-4B's text model ~4.2e9.
+  const double nano = double(parameter_count(parse_config(published_config("nemotron-3-nano-4b"))));
+  const double qwen = double(parameter_count(parse_config(published_config("qwen3.5-4b"))));
+  std::printf("  parameters: nemotron-3-nano-4b %.3e, qwen3.5-4b %.3e\n", nano, qwen);
+  EXPECT_GT(nano, 3.5e9);
+  EXPECT_LT(nano, 4.5e9);
+  EXPECT_GT(qwen, 3.5e9);
+  EXPECT_LT(qwen, 4.7e9);
+}
+
 TEST(SequenceBytes, MatchModelsMdFigures) {
   const ModelConfig nano = parse_config(published_config("nemotron-3-nano-4b"));
   ModelOptions o;

@@ -33,4 +33,10 @@ struct SequenceBytes {
 /// Errors: as validate_options.
 SequenceBytes sequence_bytes(const ModelConfig& cfg, const ModelOptions& options);
 
+/// Parameters of the model a config describes: every tensor the loaders read (model/weights.h,
+/// model/moe.cpp), i.e. the checkpoint's tensors (tests compare with every fixture). The CPU
+/// engine holds them as float32 (4 bytes each), the CUDA engine as bf16 GEMM weights (2 bytes)
+/// plus float32 vectors.
+int64_t parameter_count(const ModelConfig& cfg);
+
 }  // namespace replayssm::engine
