@@ -249,7 +249,7 @@ int run_spec(const SpecArgs& args) {
     std::ofstream f(a.json_out);
     check<ConfigError>(f.good(), "--json: cannot write '", a.json_out, "'");
     f << j.dump(2) << "\n";
-    fmt::print("wrote {}\n", a.json_out);
+    fmt::print("wrote {} (plot: python3 bench/plot_spec.py {} OUT.png)\n", a.json_out, a.json_out);
   }
   return 0;
 }
