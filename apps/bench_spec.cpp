@@ -266,24 +266,32 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_flag("--random-weights", a->random_weights, "random weights of a trained model's scale");
   sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(65535)));
+      ->check(CLI::Range(int64_t(1), int64_t(65535)))
+      ->capture_default_str();
   sub->add_option("-T", a->Ts, "tokens fed per row and verify step (last token + T-1 drafts), "
                                "comma-separated, each 2..8")
       ->delimiter(',')
-      ->check(CLI::Range(2, 8));
+      ->check(CLI::Range(2, 8))
+      ->capture_default_str();
   sub->add_option("--alpha", a->alpha, "probability that each draft is accepted (given the ones "
                                        "before it were)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   sub->add_option("--context", a->context, "tokens already in every row's context")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
-  sub->add_option("--steps", a->steps, "timed steps per point")->check(CLI::Range(1, 10000));
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->capture_default_str();
+  sub->add_option("--steps", a->steps, "timed steps per point")->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   sub->add_option("--memory-budget", a->budget_gib,
                   "GiB of per-sequence memory the capacity column is computed for")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--device", a->device, "cpu (the CUDA engine does not run verify steps yet)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace")
-      ->check(seed_validator());
+      ->check(seed_validator())
+      ->capture_default_str();
   sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")");
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
   sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });
