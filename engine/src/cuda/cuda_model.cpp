@@ -120,6 +120,9 @@ class CudaModel final : public Model {
   void enqueue(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
   /// The step's graph for B rows (captured on first use); with marks, the profiled variant.
   cudaGraphExec_t graph_for(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// Runs the step of B rows: eagerly the first time for B (or always without graphs), then by
+  /// replaying its graph.
+  void launch_step(int64_t B);
   /// Copies the rows' slot ids and tokens into io_ (pinned staging, on the stream).
   void upload_rows(std::span<const int32_t> tokens, std::span<const int32_t> slots);
 
@@ -321,6 +324,15 @@ void CudaModel::upload_rows(std::span<const int32_t> tokens, std::span<const int
              "cudaMemcpyAsync (step rows)");
 }
 
+void CudaModel::launch_step(int64_t B) {
+  // The first step of a batch size runs eagerly (kernels load, cuBLAS and the SSM dispatchers
+  // settle), later ones replay its graph: the same work, so the same results.
+  if (opt_.cuda_graphs && !eager_once_.insert(B).second)
+    check_cuda(cudaGraphLaunch(graph_for(B), stream_.v), "cudaGraphLaunch");
+  else
+    enqueue(B);
+}
+
 void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                      std::span<float> logits) {
   const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
@@ -329,12 +341,7 @@ void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> s
 
   cudaStream_t s = stream_.v;
   upload_rows(tokens, slots);
-  // The first step of a batch size runs eagerly (kernels load, cuBLAS and the SSM dispatchers
-  // settle), later ones replay its graph: the same work, so the same results.
-  if (opt_.cuda_graphs && !eager_once_.insert(B).second)
-    check_cuda(cudaGraphLaunch(graph_for(B), s), "cudaGraphLaunch");
-  else
-    enqueue(B);
+  launch_step(B);
   check_cuda(cudaMemcpyAsync(logits_host_.v, logits_, B * V * sizeof(float),
                              cudaMemcpyDeviceToHost, s),
              "cudaMemcpyAsync (logits)");
@@ -366,18 +373,11 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
   const auto advance = [&] {
     for (int32_t slot : slots) ++position_[slot];
   };
-  if (!warm) {  // as step(): the first step of a batch size runs eagerly, then its graph
-    enqueue(B);
-    eager_once_.insert(B);
+  if (!warm) {  // the batch size's eager first step (launch_step), untimed
+    launch_step(B);
     advance();
     t.warmup_steps = 1;
   }
-  const auto launch = [&] {
-    if (opt_.cuda_graphs)
-      check_cuda(cudaGraphLaunch(graph_for(B), s), "cudaGraphLaunch");
-    else
-      enqueue(B);
-  };
   if (opt_.cuda_graphs) graph_for(B);  // captured before the clock starts
   std::vector<cudaEvent_t> ev(static_cast<size_t>(steps) + 1, nullptr);
   const auto destroy = [&] {
@@ -388,7 +388,7 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
     for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
     for (int32_t i = 0; i < steps; ++i) {
-      launch();
+      launch_step(B);
       check_cuda(cudaEventRecord(ev[i + 1], s), "cudaEventRecord");
       advance();
     }

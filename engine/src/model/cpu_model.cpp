@@ -143,7 +143,6 @@ void CpuModel::step(std::span<const int32_t> tokens, std::span<const int32_t> sl
     accept(ones);
     return;
   }
-  ntok_.assign(B, 1);
   decode_step(tokens, slots, logits, nullptr);
 }
 
