@@ -223,6 +223,65 @@ TEST(Mamba2CudaInvariants, RepeatedLaunchesAreBitIdentical) {
   }
 }
 
+// ---- the flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold
+// -------------
+
+TEST(Mamba2CudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = test_seed(3004);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Combo {
+    Shape shape;
+    DType in, state, ring;
+    int L;
+  };
+  const Combo combos[] = {{kTiny, kF32, kF32, kF32, 4},     {kTiny, kBF16, kBF16, kF32, 16},
+                          {kOdd, kBF16, kF32, kBF16, 8},    {kOdd, kF32, kF16, kF32, 64},
+                          {m2::kNano, kBF16, kF32, kBF16, 16}, {m2::kSuper, kBF16, kF16, kBF16, 16}};
+  for (const Combo& cb : combos)
+    for (int rpt : {4, 8})
+      for (int hpb : {0, 2}) {
+        if (rpt == 8 && cb.state != kF32) continue;
+        SCOPED_TRACE(std::string(cb.shape.name) + ", in " + dtype_name(cb.in) + ", state " +
+                     dtype_name(cb.state) + ", ring " + dtype_name(cb.ring) + ", L " +
+                     std::to_string(cb.L) + ", rows/thread " + std::to_string(rpt) +
+                     ", heads/block " + std::to_string(hpb));
+        Rng rng(seed);
+        const Params prm(cb.shape, opts(cb.in), rng);
+        DevLayer layer(prm);
+        const RingConfig cfg{cb.L, 1, RingMode::kDecode};
+        DevPool pool(cb.shape, 24, cb.L, cb.state, cb.ring, rng);
+        DevPool start(cb.shape, 24, cb.L, cb.state, cb.ring, rng);
+        randomize_cursors(pool, rng, cb.L, 0.3);  // flush rows at every h, ordinary rows too
+        start.copy_from(pool);
+        std::vector<int32_t> slots;
+        for (int i = 0; i < 18; ++i) slots.push_back(i + 4);
+        const Batch batch(prm, rng, slots, 3, -1);
+        DevStep st(prm, batch.size());
+        st.put(batch.ptrs, batch.ids);
+        std::vector<uint8_t> y[2];
+        DevPool::Snapshot after[2];
+        for (int fk : {0, 1}) {
+          pool.copy_from(start);
+          st.y.poison();
+          cm::Plan plan;
+          plan.route = cm::Route::kOutputOnly, plan.rows_per_thread = rpt;
+          plan.heads_per_block = hpb, plan.flush_kernel = fk;
+          mamba2::Cache cache = pool.cache();
+          cm::replay_step(layer.layer, cache, pool.cursors(cfg), st.tokens(), st.rows(-1),
+                          st.y.view(), plan);
+          cuda::device_synchronize();
+          y[fk] = st.y.download(), after[fk] = pool.snapshot();
+        }
+        EXPECT_TRUE(y[0] == y[1]) << "y differs";
+        EXPECT_TRUE(after[0] == after[1]) << "pool (checkpoints, rings, cursors) differs";
+        EXPECT_FALSE(after[1] == start.snapshot()) << "the step changed nothing";
+        EXPECT_TRUE(pool.guards_intact() && st.guards_intact() && layer.guards_intact())
+            << "guard bytes overwritten";
+        if (HasFailure()) return;
+      }
+}
+
 // ---- CUDA graphs: the flush/ordinary decision is data
 // ------------------------------------------------
 

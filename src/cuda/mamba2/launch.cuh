@@ -10,6 +10,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/launch.cuh"
 #include "cuda/mamba2/conventional.cuh"
+#include "cuda/mamba2/flush.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
 #include "cuda/mamba2/replay_group.cuh"
@@ -48,9 +49,15 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
   const char* op = "mamba2.replay_step (cuda)";
   auto launch = [&](auto n, auto rpt) {
     constexpr int kN = decltype(n)::value, kRpt = decltype(rpt)::value;
-    auto kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt>;
-    if constexpr (!kQuantState<TState>)  // quantised read copies: the group kernel only
-      if (!p.group) kernel = replay_kernel<TIn, TState, TRing, kN, kRpt>;
+    auto kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt, false>;
+    if constexpr (!kQuantState<TState>) {  // quantised read copies: the group kernel only
+      if (ls.flush)
+        kernel = flush_kernel<TIn, TState, TRing, kN, kRpt>;
+      else if (!p.group)
+        kernel = replay_kernel<TIn, TState, TRing, kN, kRpt>;
+      else if (p.only != 1 || p.state_route)  // some row of the launch folds
+        kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt, true>;
+    }
     launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
   };
   // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).

@@ -17,6 +17,7 @@ struct LaunchShape {
   size_t smem = 0;  ///< dynamic shared memory bytes (replay)
   int N = 0;        ///< d_state (compile-time in the kernels)
   int rpt = 0;      ///< rows per thread (compile-time in the kernels)
+  bool flush = false;  ///< replay: the flush kernel (flush.cuh), not the ordinary-step kernels
 };
 
 /// d_state values and rows-per-thread values the kernels are compiled for. The replay kernel holds
@@ -55,6 +56,28 @@ struct ReplaySmem {
     xt = head + 4;
     z = xt + rows4;
     total = z + rows4;
+  }
+};
+
+/// The flush kernel (flush.cuh): shared memory in floats from the start (every part 16-byte
+/// aligned): sB [R][N] ring B by logical record, scx [rows][xs] c_j·x_j by (row, logical record)
+/// (xs: whole 16-byte units, an odd number of them, as ReplaySmem), record weights [R], the
+/// token's x and z [rows] each, ā, and the token's B and C [N] each.
+struct FlushSmem {
+  int xs = 0, B = 0, cx = 0, coef = 0, xt = 0, z = 0, head = 0, Bt = 0, Ct = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int N, int rows) {
+    auto up4 = [](int v) { return (v + 3) / 4 * 4; };
+    int units = (R + 3) / 4;
+    if (units % 2 == 0) ++units;
+    xs = 4 * units;
+    cx = B + up4(R * N);
+    coef = cx + rows * xs;
+    xt = coef + up4(R);
+    z = xt + up4(rows);
+    head = z + up4(rows);
+    Bt = head + 4;
+    Ct = Bt + N;
+    total = Ct + N;
   }
 };
 

@@ -35,6 +35,7 @@ constexpr size_t kMaxReplaySmem = 227 * 1024;  // dynamic shared memory of one b
 // reserved) so that four checkpoint stages stream per SM.
 constexpr int64_t kGroupRowUnit = 8;
 constexpr int64_t kGroupSmemBudget = 113 * 1024;
+constexpr int64_t kFlushWarps = 8;  // warps per flush block at most (flush.cuh)
 
 std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
 
@@ -254,6 +255,9 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
                  std::max<int64_t>(batch, 1) * d.nheads, 4 * device_sms(), p.rows_per_block);
   }
   if (p.prefetch_ring < 0) p.prefetch_ring = autop.prefetch_ring;
+  if (p.flush_kernel < 0) p.flush_kernel = autop.flush_kernel;
+  check<ConfigError>(p.flush_kernel == 0 || p.flush_kernel == 1, op,
+                     ": plan flush_kernel = ", p.flush_kernel, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.headdim, op,
                      ": plan rows_per_block = ", p.rows_per_block, ", expected 1..", d.headdim);
   group = group_rows(d.headdim, p.rows_per_block);
@@ -304,8 +308,8 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   launch_conventional<TIn, bf16>(p, ls, s);
 }
 
-/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4" (any subset;
-/// split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0" (any
+/// subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
 /// replaces those fields of the dispatcher's choice for every replay step of the process.
 /// resolve_replay checks the result like a forced plan.
 void override_replay_plan(Plan& p, int64_t P) {
@@ -316,6 +320,7 @@ void override_replay_plan(Plan& p, int64_t P) {
           P % kGroupRowUnit == 0 ? cdiv(cdiv(P, v), kGroupRowUnit) * kGroupRowUnit : cdiv(P, v));
     if (key == "hpb" && v > 0) p.heads_per_block = v;
     if (key == "prefetch") p.prefetch_ring = v;
+    if (key == "flush") p.flush_kernel = v;
   });
 }
 
@@ -360,6 +365,9 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   const bool small = latency_bound(d, batch, state_bits);
   // Latency-bound steps copy the whole ring with the checkpoint (no wait for the cursor).
   p.prefetch_ring = small ? 1 : 0;
+  // Flush rows fold in a launch of their own (flush.cuh) wherever they would otherwise fold
+  // inside the group kernel's ordinary launch: there the fold spills and straggles.
+  p.flush_kernel = p.route == Route::kOutputOnly ? 1 : 0;
   // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
   // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
   const bool group = group_rows(d.headdim, d.headdim);
@@ -510,16 +518,45 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = plan.rows_per_thread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);
-  if (quant) {
-    if (c.in_dtype == kF32)
-      dispatch_quant<float>(nvfp4, c.ring_dtype, p, ls, stream);
-    else
-      dispatch_quant<bf16>(nvfp4, c.ring_dtype, p, ls, stream);
-  } else if (c.in_dtype == kF32) {
-    dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, p, ls, stream);
-  } else {
-    dispatch_replay_state<bf16>(c.state_dtype, c.ring_dtype, p, ls, stream);
+  auto enqueue = [&](const StepParams& q, const LaunchShape& s) {
+    if (quant) {
+      if (c.in_dtype == kF32)
+        dispatch_quant<float>(nvfp4, c.ring_dtype, q, s, stream);
+      else
+        dispatch_quant<bf16>(nvfp4, c.ring_dtype, q, s, stream);
+    } else if (c.in_dtype == kF32) {
+      dispatch_replay_state<float>(c.state_dtype, c.ring_dtype, q, s, stream);
+    } else {
+      dispatch_replay_state<bf16>(c.state_dtype, c.ring_dtype, q, s, stream);
+    }
+  };
+  // Flush rows in a launch of their own (flush.cuh): after the ordinary rows' launch (only = 1),
+  // or alone as a split mode's flush launch. The state-and-output route folds every row in one.
+  if (!group || quant || p.state_route || plan.flush_kernel != 1) return enqueue(p, ls);
+  if (only != 2) {
+    p.only = 1;
+    enqueue(p, ls);
   }
+  StepParams f = p;
+  f.only = 2;
+  LaunchShape fs;
+  fs.flush = true;
+  fs.N = ls.N;
+  const int64_t state_bytes = dtype_size(c.state_dtype);
+  fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
+  const HostLayout lay = HostLayout::of(d.d_state, state_bytes);
+  const int64_t unit = lay.rows_per_warp * fs.rpt;
+  // Blocks of at most kFlushWarps warps, the head's rows split evenly: several blocks per SM.
+  f.nsplit = static_cast<int32_t>(cdiv(d.headdim, kFlushWarps * unit));
+  f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.headdim, f.nsplit), unit) * unit);
+  f.nsplit = static_cast<int32_t>(cdiv(d.headdim, f.rows_per_block));
+  fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
+  fs.grid = dim3(static_cast<unsigned>(d.nheads * f.nsplit), static_cast<unsigned>(c.batch));
+  fs.smem = static_cast<size_t>(
+                FlushSmem(static_cast<int>(R), static_cast<int>(d.d_state), f.rows_per_block)
+                    .total) *
+            sizeof(float);
+  enqueue(f, fs);
 }
 
 /// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the

@@ -16,7 +16,9 @@
 //     + D·x (coalesced) and appends the ring x rows.
 // Fold rows (flush, or the state-and-output route) wait for the chain (one more barrier), then
 // fold each head's rows as its tile lands (x_j and B_j from shared memory) and run the
-// conventional update through the same inline functions as the conventional kernel.
+// conventional update through the same inline functions as the conventional kernel. On the
+// output-only route the dispatcher sends flush rows to a launch of their own (flush.cuh, the
+// same arithmetic) and runs this kernel without the fold compiled in (FOLD = false, only = 1).
 // Quantised read copies (TState nvfp4x2 / e4m3, quant_read.cuh) run only as the ordinary launch
 // of a split mode (only = 1, no fold is compiled): each lane also copies the scale word of its
 // chunk (NVFP4: 8-byte chunks, one block each) into a private slot of the stage; NVFP4's global
@@ -33,10 +35,13 @@
 
 namespace replayssm::cuda::mamba2 {
 
-template <class TIn, class TState, class TRing, int N, int RPT>
+template <class TIn, class TState, class TRing, int N, int RPT, bool FOLD>
 __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const StepParams p) {
   constexpr int BITS = kStateBits<TState>;
   constexpr bool QUANT = kQuantState<TState>;
+  // Whether any row of the launch can fold: not in an output-only ordinary launch (only = 1),
+  // whose instantiation then keeps every value in its 64 registers (the fold's code spills).
+  constexpr bool CAN_FOLD = FOLD && !QUANT;
   constexpr int CB = kChunkBytes<TState>;  // bytes of a lane's chunk
   using Lay = LayoutVec<8 * CB / BITS, N>;
   using namespace replay_detail;
@@ -237,7 +242,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
       for (int u = 0; u < RB; ++u)
         if (j0 + u < nB) rb[u].load(ringB + (all ? j0 + u : phys(j0 + u)) * N + lane * NL);
       if (all) resolve();  // the first rows are in flight
-      const bool fold = !QUANT && (flush_raw != 0 || p.state_route);
+      const bool fold = CAN_FOLD && (flush_raw != 0 || p.state_route);
 #pragma unroll
       for (int u = 0; u < RB; ++u) {
         if (j0 + u >= nB) break;  // uniform
@@ -267,7 +272,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
       if (lane == 0) sbc[hist] = bc;
     }
     // Record weights, four heads' ring deltas in flight at a time.
-    const bool fold = !QUANT && (flush_raw != 0 || p.state_route);
+    const bool fold = CAN_FOLD && (flush_raw != 0 || p.state_route);
     const int n = fold ? hist : hist + 1;  // records weighted (the token is record h)
 #pragma unroll 1
     for (int k0 = 0; k0 < K; k0 += 4) {
@@ -315,7 +320,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     if (tid < nstream) cp_async_wait<0>();
     return;
   }
-  const bool fold = !QUANT && (flush || p.state_route);  // materialise the state for this row
+  const bool fold = CAN_FOLD && (flush || p.state_route);  // materialise the state
   if (fold) {  // the weights, B_j and x_j are needed before the first row
     if (tid < nstream) cp_async_wait<0>();
     __syncthreads();
