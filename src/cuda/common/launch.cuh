@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/common/check.cuh"
@@ -19,6 +20,24 @@ void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaSt
                (std::string(op) + ": raising the shared-memory limit").c_str());
   kernel<<<grid, threads, smem, stream>>>(p);
   check_launch((std::string(op) + " launch").c_str());
+}
+
+/// Blocks of `kernel` (threads and dynamic shared memory as given) resident on the whole device
+/// at once: the grid of a persistent kernel. Raises the shared-memory limit first, as
+/// launch_with_smem does; a failure is a DeviceError.
+template <class Kernel>
+unsigned resident_blocks(Kernel kernel, int threads, size_t smem) {
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "raising the shared-memory limit");
+  int per_sm = 0, device = 0, sms = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
+             "occupancy of a persistent kernel");
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+             "multiprocessor count");
+  return static_cast<unsigned>(std::max(1, per_sm) * sms);
 }
 
 }  // namespace replayssm::cuda

@@ -10,13 +10,15 @@
 // Why a kernel of its own: inside the group kernel a flush row folds with the ordinary rows'
 // register budget (64 per thread: the fold spills), after the block's chain barrier and through
 // two checkpoint stages; there a flush cost 2.3x a conventional step at Nano-4B batch 256
-// (bench/NOTES.md, "Mamba-2 flush kernel"). Here a block owns rows [p0, p0 + rows_per_block) of
-// one head of one batch row, shaped like the conventional kernel: every checkpoint chunk of a
-// thread is requested straight into registers before anything else, the block stages the ring
-// meanwhile (B_j rows [h][N] and c_j·x_j[r] as [rows][xs], so that a thread reads two or four
-// records of a row with one load), and the fold is a register-tiled rank-h update.
-// Grid: x = head * nsplit + split, y = batch row. Shared memory: FlushSmem.
+// (bench/NOTES.md, "Mamba-2 flush kernel"). Here an item is rows [p0, p0 + rows_per_block) of
+// one head of one flush row, shaped like the conventional kernel: every checkpoint chunk of a
+// thread is requested straight into registers before anything else, the ring rows are copied
+// meanwhile (16-byte cp.async, all in flight), then converted once into B_j [h][N] and c_j·x_j[r]
+// as [rows][xs] (a thread reads two or four records of a row with one load), and the fold is a
+// register-tiled rank-h update.
+// Grid: persistent, x only (flush_kernel below); shared memory FlushSmem.
 #pragma once
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
@@ -24,26 +26,20 @@
 
 namespace replayssm::cuda::mamba2 {
 
+/// One flush item: rows [p0, p0 + nrows) of head hd of batch row b (a flush row of `slot`).
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kMaxThreads, 1) flush_kernel(const StepParams p) {
+__device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
+                                           int b, int slot, int hd, int p0, int nrows) {
   using Lay = Layout<sizeof(TState), N>;
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane;
   constexpr int RQ = RPT >= 8 ? 2 : 4;  // records per round: RPT * RQ c_j·x_j registers
-  const int split = blockIdx.x % p.nsplit;
-  const int hd = blockIdx.x / p.nsplit;
-  const int b = blockIdx.y;
-  const int p0 = split * p.rows_per_block;
-  const int nrows = min(p.rows_per_block, p.P - p0);
+  constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
   const int grp = (tid >> 5) * Lay::kRowsPerWarp + lane / LPR;  // first row of the thread
   const int pass = (blockDim.x >> 5) * Lay::kRowsPerWarp;       // rows per block pass
-
-  const int slot = p.slot_ids[b];
-  if (slot < 0 || slot >= p.slots) return;  // pad row: the ordinary launch writes y = 0
-  if (p.is_flush[slot] == 0) return;        // ordinary row: the ordinary launch serves it
   const int R = p.R;
   int origin = p.origin[slot] % R;
   if (origin < 0) origin += R;
@@ -66,28 +62,42 @@ __global__ void __launch_bounds__(kMaxThreads, 1) flush_kernel(const StepParams 
                             : make_uint4(0, 0, 0, 0);
   }
 
-  extern __shared__ __align__(16) float smem[];
-  const FlushSmem sm(R, N, p.rows_per_block);
   float* const sB = smem + sm.B;        // [R][N] ring B by logical record
-  float* const scx = smem + sm.cx;      // [rows][xs] ring x by (row, logical record), then c_j·x_j
+  float* const scx = smem + sm.cx;      // [rows][xs] c_j·x_j by (row, logical record)
   float* const scoef = smem + sm.coef;  // [R] record weights c_j
   float* const sxt = smem + sm.xt;      // [rows] the token's x
   float* const sz = smem + sm.z;        // [rows] the token's z
   float* const shead = smem + sm.head;  // ā
   float* const sBt = smem + sm.Bt;      // [N] the token's B
   float* const sCt = smem + sm.Ct;      // [N] the token's C
+  TRing* const rawB = reinterpret_cast<TRing*>(smem + sm.rawB);  // [R][N] ring B as stored
+  TRing* const rawx = reinterpret_cast<TRing*>(smem + sm.rawx);  // [R][rows] ring x as stored
 
-  // The head's parameters and the token (every thread: broadcast loads, no barrier needed).
+  // The ring rows as stored, 16-byte asynchronous copies all in flight at once: B_j of group g,
+  // x_j of this head's rows (nrows is a multiple of 8: the group kernel's row unit).
+  const int g = hd / p.heads_per_group;
+  const TRing* const ringB =
+      static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
+  const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh * R * p.P + p0;
+  const int cB = N / VX, cX = nrows / VX;
+  for (int idx = tid; idx < hist * (cB + cX); idx += blockDim.x) {
+    if (idx < hist * cB) {
+      const int j = idx / cB, c = idx - j * cB;
+      cp_async16(rawB + j * N + c * VX, ringB + static_cast<int64_t>(phys(j)) * N + c * VX);
+    } else {
+      const int k = idx - hist * cB, j = k / cX, c = k - j * cX;
+      cp_async16(rawx + j * sm.rows + c * VX,
+                 ringx + static_cast<int64_t>(phys(j)) * p.P + c * VX);
+    }
+  }
+  cp_async_commit();
+
+  // The head's parameters and the token (every thread: broadcast loads).
   const float A = A_of(p.A_log[hd]);
   const float delta =
       delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd), p.dt_bias[hd], p.softplus);
   const float Dh = p.has_D ? p.D[hd] : 0.0f;
-  const int g = hd / p.heads_per_group;
   const int64_t bcoff = (static_cast<int64_t>(b) * p.G + g) * N;
-
-  // Stage the ring and the token (its B and C wait in shared memory: registers are for the
-  // fold): warp 0 the record weights, every thread a share of the B_j rows (group g) and of the
-  // x_j rows (this head, the block's rows).
   const int64_t io = (static_cast<int64_t>(b) * p.H + hd) * p.P + p0;  // (b, hd, p0) in x, z, y
   for (int e = tid; e < N; e += blockDim.x) {
     sBt[e] = to_f32(static_cast<const TIn*>(p.B)[bcoff + e]);
@@ -97,28 +107,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) flush_kernel(const StepParams 
     sxt[r] = to_f32(static_cast<const TIn*>(p.x)[io + r]);
     sz[r] = p.has_z ? to_f32(static_cast<const TIn*>(p.z)[io + r]) : 0.0f;
   }
-  if (tid < 32) {
+  if (tid < 32) {  // the record weights, as the group kernel's chain warp forms them
     const float* rdt = p.ring_dt + sh * R;
     const float d0 = lane < hist ? rdt[phys(lane)] : 0.0f;
     const float d1 = lane + 32 < hist ? rdt[phys(lane + 32)] : 0.0f;
     const float abar = record_weights(d0, d1, hist, A, scoef, lane);
     if (lane == 0) shead[0] = abar;
   }
-  const TRing* const ringB =
-      static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
-  for (int idx = tid; idx < hist * N; idx += blockDim.x) {
-    const int j = idx / N, e = idx - j * N;
-    sB[idx] = to_f32(ringB[static_cast<int64_t>(phys(j)) * N + e]);
-  }
-  const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh * R * p.P + p0;
+  cp_async_wait<0>();
+  __syncthreads();
+  // To fp32: B_j, and c_j·x_j[r] transposed to [row][record] (the group kernel's rounding).
+  for (int idx = tid; idx < hist * N; idx += blockDim.x) sB[idx] = to_f32(rawB[idx]);
   for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {
     const int j = idx / nrows, r = idx - j * nrows;
-    scx[r * sm.xs + j] = to_f32(ringx[static_cast<int64_t>(phys(j)) * p.P + r]);
-  }
-  __syncthreads();
-  for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {  // c_j·x_j[r], as the group kernel
-    const int r = idx / hist, j = idx - r * hist;
-    scx[r * sm.xs + j] = __fmul_rn(scoef[j], scx[r * sm.xs + j]);
+    scx[r * sm.xs + j] = __fmul_rn(scoef[j], to_f32(rawx[j * sm.rows + r]));
   }
   __syncthreads();
 
@@ -205,6 +207,53 @@ __global__ void __launch_bounds__(kMaxThreads, 1) flush_kernel(const StepParams 
           store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
       }
     }
+  }
+}
+
+/// A persistent grid (a few blocks per SM): every block lists the batch's flush rows in order
+/// (kFlushScan rows at a time: one slot and one is_flush load per row, all in flight), then
+/// takes the items (flush row, head, split) blockIdx.x, + gridDim.x, ... of that list. Rows that
+/// do not flush cost one pass of loads, not a block each.
+template <class TIn, class TState, class TRing, int N, int RPT>
+__global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
+  extern __shared__ __align__(16) float smem[];
+  const FlushSmem sm(p.R, N, p.rows_per_block, static_cast<int>(sizeof(TRing)));
+  int* const srows = reinterpret_cast<int*>(smem + sm.list);  // [kFlushScan] flush rows b
+  int* const swarp = reinterpret_cast<int*>(smem + sm.warps);  // [32] flush rows per warp
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+  const int per_row = p.H * p.nsplit;  // items per flush row
+  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
+    int nf = 0;  // flush rows listed
+    const int b1 = min(b0 + kFlushScan, p.batch);
+    for (int base = b0; base < b1; base += blockDim.x) {
+      const int b = base + tid;
+      bool f = false;
+      if (b < b1) {
+        const int slot = p.slot_ids[b];  // pad rows: the ordinary launch writes y = 0
+        f = slot >= 0 && slot < p.slots && p.is_flush[slot] != 0;
+      }
+      const unsigned m = __ballot_sync(0xffffffffu, f);
+      if (lane == 0) swarp[warp] = __popc(m);
+      __syncthreads();
+      int off = nf, total = 0;
+      for (int w = 0; w < nwarps; ++w) {
+        off += w < warp ? swarp[w] : 0;
+        total += swarp[w];
+      }
+      if (f) srows[off + __popc(m & ((1u << lane) - 1u))] = b;
+      nf += total;
+      __syncthreads();
+    }
+    for (int item = blockIdx.x; item < nf * per_row; item += gridDim.x) {
+      const int fr = item / per_row, rest = item - fr * per_row;
+      const int hd = rest / p.nsplit, split = rest - hd * p.nsplit;
+      const int b = srows[fr];
+      const int p0 = split * p.rows_per_block;
+      flush_item<TIn, TState, TRing, N, RPT>(p, sm, smem, b, p.slot_ids[b], hd, p0,
+                                             min(p.rows_per_block, p.P - p0));
+      __syncthreads();  // the next item reuses the staging
+    }
+    __syncthreads();  // the list is rewritten for the next rows
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -58,7 +59,9 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
       else if (p.only != 1 || p.state_route)  // some row of the launch folds
         kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt, true>;
     }
-    launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
+    dim3 grid = ls.grid;
+    if (ls.flush) grid.x = std::min<unsigned>(grid.x, resident_blocks(kernel, ls.threads, ls.smem));
+    launch_with_smem(kernel, grid, ls.threads, ls.smem, stream, p, op);
   };
   // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).
   if constexpr (sizeof(TState) == 4)

@@ -59,14 +59,21 @@ struct ReplaySmem {
   }
 };
 
-/// The flush kernel (flush.cuh): shared memory in floats from the start (every part 16-byte
-/// aligned): sB [R][N] ring B by logical record, scx [rows][xs] c_j·x_j by (row, logical record)
-/// (xs: whole 16-byte units, an odd number of them, as ReplaySmem), record weights [R], the
-/// token's x and z [rows] each, ā, and the token's B and C [N] each.
+/// The flush kernel (flush.cuh): batch rows listed per pass, and its shared memory in floats from
+/// the start (every part 16-byte aligned): sB [R][N] ring B by logical record, scx [rows][xs]
+/// c_j·x_j by (row, logical record) (xs: whole 16-byte units, an odd number of them, as
+/// ReplaySmem), record weights [R], the token's x and z [rows] each, ā, the token's B and C [N]
+/// each, the ring rows as stored (rawB [R][N], rawx [R][rows], ring dtype), the flush-row list
+/// [kFlushScan] and one count per warp [32]. `rows` is rows_per_block.
+constexpr int kFlushScan = 1024;
+/// Threads of a flush block at most (eight warps: several blocks per SM; the host splits rows).
+constexpr int kFlushThreads = 256;
 struct FlushSmem {
-  int xs = 0, B = 0, cx = 0, coef = 0, xt = 0, z = 0, head = 0, Bt = 0, Ct = 0, total = 0;
-  __host__ __device__ FlushSmem(int R, int N, int rows) {
+  int rows = 0, xs = 0, B = 0, cx = 0, coef = 0, xt = 0, z = 0, head = 0, Bt = 0, Ct = 0;
+  int rawB = 0, rawx = 0, list = 0, warps = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int N, int rows_per_block, int ring_bytes) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
+    rows = rows_per_block;
     int units = (R + 3) / 4;
     if (units % 2 == 0) ++units;
     xs = 4 * units;
@@ -77,7 +84,11 @@ struct FlushSmem {
     head = z + up4(rows);
     Bt = head + 4;
     Ct = Bt + N;
-    total = Ct + N;
+    rawB = Ct + N;
+    rawx = rawB + up4((R * N * ring_bytes + 3) / 4);
+    list = rawx + up4((R * rows * ring_bytes + 3) / 4);
+    warps = list + kFlushScan;
+    total = warps + 32;
   }
 };
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -35,7 +36,6 @@ constexpr size_t kMaxReplaySmem = 227 * 1024;  // dynamic shared memory of one b
 // reserved) so that four checkpoint stages stream per SM.
 constexpr int64_t kGroupRowUnit = 8;
 constexpr int64_t kGroupSmemBudget = 113 * 1024;
-constexpr int64_t kFlushWarps = 8;  // warps per flush block at most (flush.cuh)
 
 std::string arg(const char* op, const char* name) { return std::string(op) + " " + name; }
 
@@ -546,16 +546,20 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
   const HostLayout lay = HostLayout::of(d.d_state, state_bytes);
   const int64_t unit = lay.rows_per_warp * fs.rpt;
-  // Blocks of at most kFlushWarps warps, the head's rows split evenly: several blocks per SM.
-  f.nsplit = static_cast<int32_t>(cdiv(d.headdim, kFlushWarps * unit));
+  // Blocks of at most kFlushThreads, the head's rows split evenly: several blocks per SM.
+  f.nsplit = static_cast<int32_t>(cdiv(d.headdim, kFlushThreads / 32 * unit));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.headdim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.headdim, f.rows_per_block));
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
-  fs.grid = dim3(static_cast<unsigned>(d.nheads * f.nsplit), static_cast<unsigned>(c.batch));
-  fs.smem = static_cast<size_t>(
-                FlushSmem(static_cast<int>(R), static_cast<int>(d.d_state), f.rows_per_block)
-                    .total) *
+  fs.smem = static_cast<size_t>(FlushSmem(static_cast<int>(R), static_cast<int>(d.d_state),
+                                          f.rows_per_block,
+                                          static_cast<int>(dtype_size(c.ring_dtype)))
+                                    .total) *
             sizeof(float);
+  // A persistent grid: as many blocks as are resident at once (the launcher asks the occupancy
+  // calculator), never more than there are items.
+  fs.grid = dim3(static_cast<unsigned>(
+      std::min<int64_t>(c.batch * d.nheads * f.nsplit, std::numeric_limits<int32_t>::max())));
   enqueue(f, fs);
 }
 
