@@ -202,6 +202,57 @@ TEST(GdnCudaInvariants, RepeatedLaunchesAreBitIdentical) {
   }
 }
 
+// ---- the GDN flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold ------
+
+TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = test_seed(13004);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Combo {
+    Shape shape;
+    DType in, state;
+    int L;
+  };
+  for (const Combo& cb : {Combo{kQwen4B, kBF16, kF32, 16}, Combo{kOdd, kF32, kF32, 8},
+                          Combo{kGpuSmall, kBF16, kF16, 64}, Combo{kQwen4B, kF32, kBF16, 4}}) {
+    GpuCfg s = make_setup(cb.shape, Gate::kScalar, cb.in, cb.state, cb.L, 24);
+    SCOPED_TRACE(s.describe());
+    Rng rng(seed);
+    const DevLayer layer(s, rng);
+    DevPool pool(s, cb.L, rng), start(s, cb.L, rng);
+    randomize(pool, rng, 0.3);  // flush rows at every h, ordinary rows too
+    start.copy_from(pool);
+    std::vector<int32_t> slots;
+    for (int i = 0; i < 18; ++i) slots.push_back(i + 4);
+    const Batch batch(s, rng, slots, 3);
+    DevStep st(s, batch.size());
+    st.put(batch.ptrs, batch.ids);
+    for (int rpt : {4, 8}) {
+      SCOPED_TRACE("group kernel rows/thread " + std::to_string(rpt));
+      std::vector<uint8_t> y[2];
+      DevPool::Snapshot after[2];
+      for (int fk : {0, 1}) {
+        pool.copy_from(start);
+        st.y.poison();
+        cg::Plan plan;
+        plan.route = cg::Route::kOutputOnly, plan.kernel = 2, plan.rows_per_thread = rpt;
+        plan.flush_kernel = fk;
+        gdn::Cache cache = pool.cache();
+        cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
+                        st.y.view(), plan);
+        cuda::device_synchronize();
+        y[fk] = st.y.download(), after[fk] = pool.snapshot();
+      }
+      EXPECT_TRUE(y[0] == y[1]) << "y differs";
+      EXPECT_TRUE(after[0] == after[1]) << "pool (checkpoints, rings, cursors) differs";
+      EXPECT_FALSE(after[1] == start.snapshot()) << "the step changed nothing";
+      EXPECT_TRUE(pool.guards_intact() && st.guards_intact() && layer.guards_intact())
+          << "guard bytes overwritten";
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // ---- CUDA graphs: the flush/ordinary decision is data ----------------------------------------
 
 TEST(GdnCudaInvariants, OneCapturedGraphServesEveryMixOfRows) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -236,6 +237,9 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
   if (p.units_per_head == 0) p.units_per_head = autop.units_per_head;
   if (p.stages == 0) p.stages = autop.stages;
+  if (p.flush_kernel < 0) p.flush_kernel = autop.flush_kernel;
+  check<ConfigError>(p.flush_kernel == 0 || p.flush_kernel == 1, op, ": plan flush_kernel = ",
+                     p.flush_kernel, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -270,8 +274,8 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
                    p.heads_per_block, p.units_per_head, p.stages);
 }
 
-/// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0" (any
-/// subset) replaces those fields of the dispatcher's choice for every replay step of the process.
+/// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
+/// flush=0" (any subset) replaces those fields of the dispatcher's choice for every replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "kernel") p.kernel = v;
@@ -280,6 +284,7 @@ void override_replay_plan(Plan& p) {
     if (key == "uph") p.units_per_head = v;
     if (key == "stages") p.stages = v;
     if (key == "prefetch") p.prefetch_ring = v;
+    if (key == "flush") p.flush_kernel = v;
   });
 }
 
@@ -392,6 +397,9 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // memory fits two blocks per SM.
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
+  // GDN flush rows fold in a launch of their own (flush.cuh): inside the ordinary launch a
+  // flushing block stops streaming and straggles (bench/NOTES_gdn.md).
+  p.flush_kernel = kda ? 0 : 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
@@ -511,10 +519,37 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
     ls.rpt = plan.rows_per_thread;
   }
   const auto stream = static_cast<cudaStream_t>(rows.stream);
-  if (c.in_dtype == kF32)
-    dispatch_replay<float>(c.state_dtype, p, ls, stream);
-  else
-    dispatch_replay<bf16>(c.state_dtype, p, ls, stream);
+  auto launch = [&](const StepParams& q, const LaunchShape& s) {
+    if (c.in_dtype == kF32)
+      dispatch_replay<float>(c.state_dtype, q, s, stream);
+    else
+      dispatch_replay<bf16>(c.state_dtype, q, s, stream);
+  };
+  // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch; split modes
+  // refold their flush rows in the group kernel's flush launch, KDA folds in one launch.
+  if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1)
+    return launch(p, ls);
+  p.only = 1;
+  launch(p, ls);
+  StepParams f = p;
+  f.only = 2;
+  f.group_kernel = false;
+  f.rows_per_thread = kFlushRowsPerThread;
+  const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);
+  f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, kFlushThreads / 32 * unit));
+  f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.head_v_dim, f.nsplit), unit) * unit);
+  f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
+  LaunchShape fs = ls;
+  fs.flush = true;
+  fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
+  fs.smem = static_cast<size_t>(
+      FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block).total *
+      sizeof(float));
+  check_smem(fs.smem, op);
+  // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
+  fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(
+      c.batch * d.num_v_heads * f.nsplit, std::numeric_limits<int32_t>::max())));
+  launch(f, fs);
 }
 }  // namespace
 

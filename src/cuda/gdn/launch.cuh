@@ -4,12 +4,14 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
 #include "cuda/common/check.cuh"
 #include "cuda/common/launch.cuh"
 #include "cuda/gdn/conventional.cuh"
+#include "cuda/gdn/flush.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/replay.cuh"
 #include "cuda/gdn/replay_group.cuh"
@@ -51,6 +53,14 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
   with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
     constexpr int K = decltype(k)::value;
     constexpr bool KDA = decltype(kda)::value;
+    if constexpr (!KDA) {
+      if (ls.flush) {
+        auto kernel = flush_kernel<TIn, TState, K, kFlushRowsPerThread>;
+        LaunchShape fs = ls;
+        fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
+        return enqueue(kernel, p, fs, stream, op);
+      }
+    }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
     if (ls.rpt == 4) return enqueue(replay_group_kernel<TIn, TState, K, KDA, 4>, p, ls, stream, op);
     enqueue(replay_group_kernel<TIn, TState, K, KDA, 8>, p, ls, stream, op);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/flush_rows.cuh"
 #include "cuda/gdn/params.h"
 
 namespace replayssm::cuda::gdn {
@@ -18,6 +19,7 @@ struct LaunchShape {
   int K = 0;        ///< head_k_dim (compile-time in the kernels)
   bool kda = false;
   int rpt = 8;      ///< group kernel: rows per thread per unit (compile-time, 4 or 8)
+  bool flush = false;  ///< the flush kernel (flush.cuh), not the ordinary-step kernels
 };
 
 /// Key dimensions the kernels are compiled for.
@@ -67,6 +69,27 @@ struct GroupSmem {
     head = g + up4(gw > 1 ? R * K : nhb * R);
     dot = head + up4(2 * nhb + 1);
     total = dot + 2 * nhb * uph * U;
+  }
+};
+
+/// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
+/// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
+/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā', the flush-row list
+/// [kFlushScan] and per-warp counts [32]. `rows` is rows_per_block.
+constexpr int kFlushThreads = 256;
+constexpr int kFlushRowsPerThread = 4;
+struct FlushSmem {
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, list = 0, warps = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int K, int rows_per_block) {
+    auto up4 = [](int n) { return (n + 3) / 4 * 4; };
+    rows = up4(rows_per_block);
+    u = k + R * K;
+    g = u + R * rows;
+    c = g + up4(R);
+    head = c + up4(R);
+    list = head + 4;
+    warps = list + kFlushScan;
+    total = warps + 32;
   }
 };
 

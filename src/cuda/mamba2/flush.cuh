@@ -20,6 +20,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/flush_rows.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
@@ -210,51 +211,20 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 }
 
-/// A persistent grid (a few blocks per SM): every block lists the batch's flush rows in order
-/// (kFlushScan rows at a time: one slot and one is_flush load per row, all in flight), then
-/// takes the items (flush row, head, split) blockIdx.x, + gridDim.x, ... of that list. Rows that
-/// do not flush cost one pass of loads, not a block each.
+/// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, head, split):
+/// common/flush_rows.cuh.
 template <class TIn, class TState, class TRing, int N, int RPT>
 __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, N, p.rows_per_block, static_cast<int>(sizeof(TRing)));
-  int* const srows = reinterpret_cast<int*>(smem + sm.list);  // [kFlushScan] flush rows b
-  int* const swarp = reinterpret_cast<int*>(smem + sm.warps);  // [32] flush rows per warp
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-  const int per_row = p.H * p.nsplit;  // items per flush row
-  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
-    int nf = 0;  // flush rows listed
-    const int b1 = min(b0 + kFlushScan, p.batch);
-    for (int base = b0; base < b1; base += blockDim.x) {
-      const int b = base + tid;
-      bool f = false;
-      if (b < b1) {
-        const int slot = p.slot_ids[b];  // pad rows: the ordinary launch writes y = 0
-        f = slot >= 0 && slot < p.slots && p.is_flush[slot] != 0;
-      }
-      const unsigned m = __ballot_sync(0xffffffffu, f);
-      if (lane == 0) swarp[warp] = __popc(m);
-      __syncthreads();
-      int off = nf, total = 0;
-      for (int w = 0; w < nwarps; ++w) {
-        off += w < warp ? swarp[w] : 0;
-        total += swarp[w];
-      }
-      if (f) srows[off + __popc(m & ((1u << lane) - 1u))] = b;
-      nf += total;
-      __syncthreads();
-    }
-    for (int item = blockIdx.x; item < nf * per_row; item += gridDim.x) {
-      const int fr = item / per_row, rest = item - fr * per_row;
-      const int hd = rest / p.nsplit, split = rest - hd * p.nsplit;
-      const int b = srows[fr];
-      const int p0 = split * p.rows_per_block;
-      flush_item<TIn, TState, TRing, N, RPT>(p, sm, smem, b, p.slot_ids[b], hd, p0,
-                                             min(p.rows_per_block, p.P - p0));
-      __syncthreads();  // the next item reuses the staging
-    }
-    __syncthreads();  // the list is rewritten for the next rows
-  }
+  auto item = [&](int b, int slot, int rest) {
+    const int hd = rest / p.nsplit, p0 = (rest - hd * p.nsplit) * p.rows_per_block;
+    flush_item<TIn, TState, TRing, N, RPT>(p, sm, smem, b, slot, hd, p0,
+                                           min(p.rows_per_block, p.P - p0));
+  };
+  for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.H * p.nsplit,
+                      reinterpret_cast<int*>(smem + sm.list),
+                      reinterpret_cast<int*>(smem + sm.warps), item);
 }
 
 }  // namespace replayssm::cuda::mamba2

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/flush_rows.cuh"
 #include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
 
@@ -65,7 +66,6 @@ struct ReplaySmem {
 /// ReplaySmem), record weights [R], the token's x and z [rows] each, ā, the token's B and C [N]
 /// each, the ring rows as stored (rawB [R][N], rawx [R][rows], ring dtype), the flush-row list
 /// [kFlushScan] and one count per warp [32]. `rows` is rows_per_block.
-constexpr int kFlushScan = 1024;
 /// Threads of a flush block at most (eight warps: several blocks per SM; the host splits rows).
 constexpr int kFlushThreads = 256;
 struct FlushSmem {
