@@ -237,7 +237,7 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.heads_per_block == 0) p.heads_per_block = autop.heads_per_block;
   if (p.units_per_head == 0) p.units_per_head = autop.units_per_head;
   if (p.stages == 0) p.stages = autop.stages;
-  if (p.flush_kernel < 0) p.flush_kernel = autop.flush_kernel;
+  if (p.flush_kernel < 0) p.flush_kernel = std::max(autop.flush_kernel, 0);
   check<ConfigError>(p.flush_kernel == 0 || p.flush_kernel == 1, op, ": plan flush_kernel = ",
                      p.flush_kernel, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
@@ -397,9 +397,11 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // memory fits two blocks per SM.
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
-  // GDN flush rows fold in a launch of their own (flush.cuh): inside the ordinary launch a
-  // flushing block stops streaming and straggles (bench/NOTES_gdn.md).
-  p.flush_kernel = kda ? 0 : 1;
+  // GDN flush rows fold in a launch of their own (flush.cuh) below batch 128: there a flushing
+  // block of the ordinary launch is the grid's tail (mixed phases at batch 64: 1.14x against
+  // 1.04x). From batch 128 the in-launch fold measured as fast or faster (batch 256 window 1.42x
+  // against 1.37x, mixed 1.29x both; H200, 5852cff, bench/NOTES_gdn.md).
+  p.flush_kernel = !kda && batch < 128 ? 1 : 0;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
