@@ -413,5 +413,26 @@ struct DevStep {
   }
 };
 
+/// Runs launch(v) for v = 0 and 1 (two plans that must agree to the bit), each from `start`
+/// copied into `pool` with the output `st.y` poisoned, and expects equal outputs and pools, a pool
+/// changed from `start`, and intact guard bytes. Pool and Step: the Mamba-2 or GDN test harness'
+/// DevPool (copy_from, snapshot, guards_intact) and DevStep (y, guards_intact).
+template <class Pool, class Step, class Launch>
+void expect_two_plans_bit_identical(Pool& pool, const Pool& start, Step& st, Launch&& launch) {
+  std::vector<uint8_t> y[2];
+  typename Pool::Snapshot after[2];
+  for (int v : {0, 1}) {
+    pool.copy_from(start);
+    st.y.poison();
+    launch(v);
+    cuda::device_synchronize();
+    y[v] = st.y.download(), after[v] = pool.snapshot();
+  }
+  EXPECT_TRUE(y[0] == y[1]) << "y differs";
+  EXPECT_TRUE(after[0] == after[1]) << "pool (checkpoints, rings, cursors) differs";
+  EXPECT_FALSE(after[1] == start.snapshot()) << "the step changed nothing";
+  EXPECT_TRUE(pool.guards_intact() && st.guards_intact()) << "guard bytes overwritten";
+}
+
 }  // namespace replayssm::testing::cuda_test
 #endif  // RSSM_WITH_CUDA

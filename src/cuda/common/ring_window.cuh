@@ -1,4 +1,4 @@
-// A row's ring cursor as a speculative kernel uses it (ring.h for the protocol): clamped on load
+// A row's ring cursor as the verify and flush kernels use it (ring.h for the protocol): clamped on load
 // so that even a corrupt cursor cannot address outside the slot's ring (the host checks reject
 // such cursors where they may synchronise), and the logical -> physical record map.
 #pragma once

@@ -19,6 +19,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/flush_rows.cuh"
+#include "cuda/common/ring_window.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/step_math.cuh"
 
@@ -37,13 +38,9 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   const int lr = lane % LPR;
   const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;  // the thread's first row
   const int R = p.R;
-  int origin = p.origin[slot] % R;
-  if (origin < 0) origin += R;
-  const int hist = min(max(p.hist[slot], 0), R - 1);
-  auto phys = [&](int j) {
-    const int q = origin + j;
-    return q >= R ? q - R : q;
-  };
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
+  const int hist = win.hist;
+  auto phys = [&](int j) { return win.phys(j); };
 
   // The checkpoint rows of this thread, straight into registers (all requested before any use).
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;

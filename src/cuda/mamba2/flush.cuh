@@ -21,6 +21,7 @@
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/flush_rows.cuh"
+#include "cuda/common/ring_window.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
@@ -42,13 +43,9 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   const int grp = (tid >> 5) * Lay::kRowsPerWarp + lane / LPR;  // first row of the thread
   const int pass = (blockDim.x >> 5) * Lay::kRowsPerWarp;       // rows per block pass
   const int R = p.R;
-  int origin = p.origin[slot] % R;
-  if (origin < 0) origin += R;
-  const int hist = min(max(p.hist[slot], 0), R - 1);
-  auto phys = [&](int j) {
-    const int q = origin + j;
-    return q >= R ? q - R : q;
-  };
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
+  const int hist = win.hist;
+  auto phys = [&](int j) { return win.phys(j); };
 
   // The checkpoint rows of this thread, straight into registers (all requested before any use).
   const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;
