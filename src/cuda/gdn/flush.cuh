@@ -12,8 +12,9 @@
 // flush cost 1.8x a conventional step (bench/NOTES_gdn.md). Here an item is rows
 // [v0, v0 + rows_per_block) of one value head of one flush row: the checkpoint goes straight into
 // registers (RPT consecutive rows per thread), the ring rows are copied by cp.async (k^_j of the
-// key head [h][K], u_j of the rows [h][rows], both float32 as stored) while one lane forms the
-// record weights, u_j is scaled by c_j in place, and the fold is a register-tiled rank-h update.
+// key head [h][K], u_j of the rows [h][rows], both float32 as stored) while warp 0 forms the
+// record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for the state
+// rows), u_j is scaled by c_j in place, and the fold is a register-tiled rank-h update.
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
 #pragma once
@@ -58,7 +59,10 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   float* const sU = smem + sm.u;        // [R][rows] ring u, then c_j·u_j
   float* const sG = smem + sm.g;        // [R] ring g by logical record
   float* const sC = smem + sm.c;        // [R] c_j
-  float* const sHd = smem + sm.head;    // ā'
+  float* const sHd = smem + sm.head;    // ā', the token's alpha and beta
+  float* const sTk = smem + sm.tk;      // [K] the token's k^
+  float* const sTq = smem + sm.tq;      // [K] the token's q^ (scaled)
+  float* const sTa = smem + sm.ta;      // [K] the token's alpha·k^
 
   // Ring rows as stored (float32), 16-byte asynchronous copies all in flight at once.
   const int kh = vh / p.group;
@@ -88,8 +92,20 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       sHd[0] = expf(acc);
     }
   }
-  Tok t;  // the token of (b, vh) in this lane's columns (every lane: row-group sums)
-  t.load(p, b, vh, lr);
+  if (tid < 32) {  // the token of (b, vh), formed by warp 0 in the lanes' layout, kept in smem
+    Tok w;
+    w.load(p, b, vh, lr);
+    if (lane < LPR) {
+#pragma unroll
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+          sTk[col] = w.khat[i], sTq[col] = w.qhat[i], sTa[col] = w.ak[i];
+        }
+      if (lane == 0) sHd[1] = w.alpha[0], sHd[2] = w.beta;
+    }
+  }
   cp_async_wait<0>();
   __syncthreads();
   for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {  // c_j·u_j[r], in place
@@ -131,7 +147,17 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 
   // The conventional update with the token (the conventional kernel's own code), y, and the new
-  // checkpoint written once.
+  // checkpoint written once. The token's columns come back from shared memory only now: through
+  // the fold the registers hold the state rows.
+  Tok t;
+#pragma unroll
+  for (int c = 0; c < CPL; ++c)
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+      t.khat[i] = sTk[col], t.qhat[i] = sTq[col], t.ak[i] = sTa[col];
+    }
+  t.alpha[0] = sHd[1], t.beta = sHd[2];
   const TIn* const vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V;
   TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.HV + vh) * p.V;
 #pragma unroll
@@ -149,7 +175,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
 /// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, value head,
 /// split): common/flush_rows.cuh.
 template <class TIn, class TState, int K, int RPT>
-__global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, K, p.rows_per_block);
   auto item = [&](int b, int slot, int rest) {

@@ -74,12 +74,14 @@ struct GroupSmem {
 
 /// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
 /// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
-/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā', the flush-row list
-/// [kFlushScan] and per-warp counts [32]. `rows` is rows_per_block.
+/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā' and the token's
+/// alpha and beta, the token's k^, q^ and alpha·k^ [K] each, the flush-row list [kFlushScan] and
+/// per-warp counts [32]. `rows` is rows_per_block.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
 struct FlushSmem {
-  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, list = 0, warps = 0, total = 0;
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, list = 0, warps = 0;
+  int total = 0;
   __host__ __device__ FlushSmem(int R, int K, int rows_per_block) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
@@ -87,7 +89,10 @@ struct FlushSmem {
     g = u + R * rows;
     c = g + up4(R);
     head = c + up4(R);
-    list = head + 4;
+    tk = head + 4;
+    tq = tk + K;
+    ta = tq + K;
+    list = ta + K;
     warps = list + kFlushScan;
     total = warps + 32;
   }
