@@ -397,11 +397,11 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // memory fits two blocks per SM.
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
-  // GDN flush rows fold in a launch of their own (flush.cuh) below batch 128: there a flushing
-  // block of the ordinary launch is the grid's tail (mixed phases at batch 64: 1.14x against
-  // 1.04x). From batch 128 the in-launch fold measured as fast or faster (batch 256 window 1.42x
-  // against 1.37x, mixed 1.29x both; H200, 5852cff, bench/NOTES_gdn.md).
-  p.flush_kernel = !kda && batch < 128 ? 1 : 0;
+  // GDN flush rows fold in a launch of their own (flush.cuh): with mixed flush phases (the
+  // serving case) as fast or faster at every batch measured (Qwen3.5-4B 64 / 256 / 512: 1.15 /
+  // 1.31 / 1.38x against 1.04 / 1.29 / 1.36x in one launch; window within 2%; H200, b5f5edb,
+  // bench/NOTES_gdn.md).
+  p.flush_kernel = kda ? 0 : 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
