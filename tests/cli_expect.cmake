@@ -1,7 +1,9 @@
-# ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (comma-separated) and requires exit code
+# ctest driver for CLI failure paths: runs ${CLI} with ${ARGS} (comma-separated; %2C is a comma
+# inside an argument) and requires exit code
 # ${RC}, exactly one line on stderr matching ${PATTERN} (a crash fails: its code is not ${RC}) and
 # nothing on stdout (bad input is caught before any work or output).
 string(REPLACE "," ";" ARGS "${ARGS}")
+list(TRANSFORM ARGS REPLACE "%2C" ",")
 execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT "${rc}" STREQUAL "${RC}")
   message(FATAL_ERROR "exit status ${rc}, expected ${RC}\nstdout: ${out}\nstderr: ${err}")

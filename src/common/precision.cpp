@@ -47,8 +47,8 @@ StateMode parse_state_mode(std::string_view name) {
     if (n == name) return m;
     valid += (valid.empty() ? "" : ", ") + n;
   }
-  throw ConfigError("state mode '" + std::string(name) + "' is not a supported mode, expected one of " +
-                    valid);
+  throw ConfigError("state mode '" + std::string(name) +
+                    "' is not a supported mode, expected fp32 or one of " + valid);
 }
 
 int64_t state_format_bytes(StateFormat f, int64_t heads, int64_t rows, int64_t n) {

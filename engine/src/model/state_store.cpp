@@ -6,7 +6,11 @@ namespace replayssm::engine {
 
 StateMode engine_state_mode(const std::string& name) {
   if (name == "fp32" || name == "bf16" || name == "fp16") return StateMode{};
-  return parse_state_mode(name);
+  try {
+    return parse_state_mode(name);
+  } catch (const ConfigError& e) {  // the engine also takes the 16-bit checkpoint names
+    throw ConfigError(std::string(e.what()) + ", or bf16 / fp16 (16-bit checkpoints, CUDA)");
+  }
 }
 
 namespace {
