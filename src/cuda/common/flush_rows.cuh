@@ -13,6 +13,43 @@ namespace replayssm::cuda {
 /// warp counts).
 constexpr int kFlushScan = 1024;
 
+/// Lists the batch rows of [b0, b1) (b1 - b0 <= kFlushScan) that flush on this step (valid slot,
+/// is_flush set), in batch order: list[i] = b and, where list_slots is not null, list_slots[i] =
+/// its slot. Returns the count. `list`, `list_slots` [kFlushScan] and `warp_counts` [32] are shared
+/// memory; every thread of the block must call it (it synchronises the block, also before it
+/// returns). blockDim.x a multiple of 32.
+__device__ __forceinline__ int list_flush_rows(const int32_t* slot_ids, const int8_t* is_flush,
+                                               int slots, int b0, int b1, int* list,
+                                               int* list_slots, int* warp_counts) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+  int nf = 0;
+  for (int base = b0; base < b1; base += blockDim.x) {
+    const int b = base + tid;
+    int slot = -1;
+    bool f = false;
+    if (b < b1) {
+      slot = slot_ids[b];
+      f = slot >= 0 && slot < slots && is_flush[slot] != 0;
+    }
+    const unsigned m = __ballot_sync(0xffffffffu, f);
+    if (lane == 0) warp_counts[warp] = __popc(m);
+    __syncthreads();
+    int off = nf, total = 0;
+    for (int w = 0; w < nwarps; ++w) {
+      off += w < warp ? warp_counts[w] : 0;
+      total += warp_counts[w];
+    }
+    if (f) {
+      const int at = off + __popc(m & ((1u << lane) - 1u));
+      list[at] = b;
+      if (list_slots != nullptr) list_slots[at] = slot;
+    }
+    nf += total;
+    __syncthreads();
+  }
+  return nf;
+}
+
 /// Calls item(b, slot, rest) for each item of this block: rest in [0, per_row) indexes the work
 /// of flush row b (valid slot, is_flush set). `list` [kFlushScan] and `warp_counts` [32] are
 /// shared memory. Every thread of the block must call it (it synchronises the block); item() may
@@ -21,29 +58,9 @@ template <class Item>
 __device__ __forceinline__ void for_each_flush_item(const int32_t* slot_ids, const int8_t* is_flush,
                                                     int slots, int batch, int per_row, int* list,
                                                     int* warp_counts, Item&& item) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   for (int b0 = 0; b0 < batch; b0 += kFlushScan) {
-    int nf = 0;  // flush rows listed
-    const int b1 = min(b0 + kFlushScan, batch);
-    for (int base = b0; base < b1; base += blockDim.x) {
-      const int b = base + tid;
-      bool f = false;
-      if (b < b1) {
-        const int slot = slot_ids[b];
-        f = slot >= 0 && slot < slots && is_flush[slot] != 0;
-      }
-      const unsigned m = __ballot_sync(0xffffffffu, f);
-      if (lane == 0) warp_counts[warp] = __popc(m);
-      __syncthreads();
-      int off = nf, total = 0;
-      for (int w = 0; w < nwarps; ++w) {
-        off += w < warp ? warp_counts[w] : 0;
-        total += warp_counts[w];
-      }
-      if (f) list[off + __popc(m & ((1u << lane) - 1u))] = b;
-      nf += total;
-      __syncthreads();
-    }
+    const int nf = list_flush_rows(slot_ids, is_flush, slots, b0, min(b0 + kFlushScan, batch),
+                                   list, nullptr, warp_counts);
     for (int it = blockIdx.x; it < nf * per_row; it += gridDim.x) {
       const int fr = it / per_row;
       const int b = list[fr];

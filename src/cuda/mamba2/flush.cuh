@@ -9,14 +9,18 @@
 //
 // Why a kernel of its own: inside the group kernel a flush row folds with the ordinary rows'
 // register budget (64 per thread: the fold spills), after the block's chain barrier and through
-// two checkpoint stages; there a flush cost 2.3x a conventional step at Nano-4B batch 256
-// (bench/NOTES.md, "Mamba-2 flush kernel"). Here an item is rows [p0, p0 + rows_per_block) of
-// one head of one flush row, shaped like the conventional kernel: every checkpoint chunk of a
-// thread is requested straight into registers before anything else, the ring rows are copied
-// meanwhile (16-byte cp.async, all in flight), then converted once into B_j [h][N] and c_j·x_j[r]
-// as [rows][xs] (a thread reads two or four records of a row with one load), and the fold is a
-// register-tiled rank-h update.
-// Grid: persistent, x only (flush_kernel below); shared memory FlushSmem.
+// two checkpoint stages (bench/NOTES.md, "Mamba-2 flush kernel").
+//
+// An item is rows [p0, p0 + rows_per_block) of one head of one flush row. A persistent block
+// takes a contiguous range of the items (consecutive items share the row's cursor and mostly its
+// group) and double-buffers them: while item i folds, item i + 1's checkpoint tile (each thread
+// copies the chunks it will fold), ring rows (every physical row: the addresses need no cursor),
+// ring deltas, token and cursor words are in flight into the other stage (cp.async). Without it
+// each item waited for its loads with nothing else in flight and the flush ran at 35% of DRAM
+// bandwidth (bench/NOTES.md, "Mamba-2 flush kernel, pipelined"). Ring B (per group) is copied
+// and converted only when the (row, group) changes; each warp forms the record weights itself and
+// the c_j·x_j of its own rows, so an item needs one block barrier (two when ring B changes).
+// Grid: persistent, x only; shared memory FlushSmem (launch.h).
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
@@ -28,107 +32,212 @@
 
 namespace replayssm::cuda::mamba2 {
 
-/// One flush item: rows [p0, p0 + nrows) of head hd of batch row b (a flush row of `slot`).
-template <class TIn, class TState, class TRing, int N, int RPT>
-__device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
-                                           int b, int slot, int hd, int p0, int nrows) {
-  using Lay = Layout<sizeof(TState), N>;
-  using namespace replay_detail;
-  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
-  constexpr int CPL = Lay::kChunksPerLane;
-  constexpr int RQ = RPT >= 8 ? 2 : 4;  // records per round: RPT * RQ c_j·x_j registers
-  constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int lr = lane % LPR;
-  const int grp = (tid >> 5) * Lay::kRowsPerWarp + lane / LPR;  // first row of the thread
-  const int pass = (blockDim.x >> 5) * Lay::kRowsPerWarp;       // rows per block pass
-  const int R = p.R;
-  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
-  const int hist = win.hist;
-  auto phys = [&](int j) { return win.phys(j); };
+namespace flush_detail {
 
-  // The checkpoint rows of this thread, straight into registers (all requested before any use).
-  const int64_t sh = static_cast<int64_t>(slot) * p.H + hd;
-  TState* const S = static_cast<TState*>(p.state) + (sh * p.P + p0) * N;
-  uint4 raw[RPT][CPL];
+/// Item `it` of a flush pass: rows [p0, p0 + nrows) of head hd of flush row fr (batch row b,
+/// slot), group g. Items run (flush row, head, split) in order.
+struct Item {
+  int b, slot, hd, p0, nrows, g, key;  ///< key: (flush row, group), what ring B depends on
+  __device__ __forceinline__ static Item of(const StepParams& p, const int* list, const int* slots,
+                                            int it, int per_row) {
+    Item m;
+    const int fr = it / per_row, rest = it - fr * per_row;
+    m.hd = rest / p.nsplit;
+    m.p0 = (rest - m.hd * p.nsplit) * p.rows_per_block;
+    m.nrows = min(p.rows_per_block, p.P - m.p0);
+    m.b = list[fr];
+    m.slot = slots[fr];
+    m.g = m.hd / p.heads_per_group;
+    m.key = fr * p.G + m.g;
+    return m;
+  }
+};
+
+/// The raw bits of the token's dt (fp32, or the 16-bit input dtype): a plain load whose value is
+/// first used one item later (dt_of), so the copy of the next item does not wait for it.
+template <class TIn>
+__device__ __forceinline__ uint32_t load_dt_bits(const StepParams& p, const Item& m) {
+  const int64_t idx = static_cast<int64_t>(m.b) * p.H + m.hd;
+  if (std::is_same_v<TIn, float> || p.dt_f32) return static_cast<const uint32_t*>(p.dt)[idx];
+  return static_cast<const uint16_t*>(p.dt)[idx];
+}
+template <class TIn>
+__device__ __forceinline__ float dt_of(const StepParams& p, uint32_t bits) {
+  if constexpr (std::is_same_v<TIn, float>) {
+    return __uint_as_float(bits);
+  } else {
+    if (p.dt_f32) return __uint_as_float(bits);
+    const auto half = static_cast<unsigned short>(bits);
+    if constexpr (std::is_same_v<TIn, bf16>)
+      return to_f32(__ushort_as_bfloat16(half));
+    else
+      return to_f32(__ushort_as_half(half));
+  }
+}
+
+/// Requests item m into stage `st` as one cp.async group of this thread: its own checkpoint
+/// chunks, and (spread over the block) the ring x rows, ring B when `copy_B`, the ring deltas, the
+/// token's x, z, B and C, and the cursor and head words. Every address needs only the slot.
+template <class TIn, class TState, class TRing, int N, int RPT>
+__device__ __forceinline__ void prefetch(const StepParams& p, const FlushSmem& sm, float* smem,
+                                         const Item& m, int st, bool copy_B) {
+  using Lay = Layout<sizeof(TState), N>;
+  constexpr int LPR = Lay::kLanesPerRow, CPL = Lay::kChunksPerLane;
+  constexpr int VR = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
+  constexpr int VI = 16 / static_cast<int>(sizeof(TIn));    // input elements per 16-byte copy
+  float* const base = smem + st * sm.stage;
+  const int tid = threadIdx.x, lane = tid & 31, nthreads = blockDim.x;
+  const int lr = lane % LPR;
+  const int grp = (tid >> 5) * Lay::kRowsPerWarp + lane / LPR;
+  const int pass = (nthreads >> 5) * Lay::kRowsPerWarp;
+  const int R = p.R;
+  const int64_t sh = static_cast<int64_t>(m.slot) * p.H + m.hd;
+
+  const TState* const S = static_cast<const TState*>(p.state) + (sh * p.P + m.p0) * N;
+  TState* const tile = reinterpret_cast<TState*>(base + sm.tile);
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
+    if (r < m.nrows)
 #pragma unroll
-    for (int c = 0; c < CPL; ++c)
-      raw[i][c] = r < nrows ? load16_raw_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr))
-                            : make_uint4(0, 0, 0, 0);
+      for (int c = 0; c < CPL; ++c)
+        cp_async16(tile + r * N + Lay::col(c, lr), S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
   }
 
-  float* const sB = smem + sm.B;        // [R][N] ring B by logical record
-  float* const scx = smem + sm.cx;      // [rows][xs] c_j·x_j by (row, logical record)
-  float* const scoef = smem + sm.coef;  // [R] record weights c_j
-  float* const sxt = smem + sm.xt;      // [rows] the token's x
-  float* const sz = smem + sm.z;        // [rows] the token's z
-  float* const shead = smem + sm.head;  // ā
-  float* const sBt = smem + sm.Bt;      // [N] the token's B
-  float* const sCt = smem + sm.Ct;      // [N] the token's C
-  TRing* const rawB = reinterpret_cast<TRing*>(smem + sm.rawB);  // [R][N] ring B as stored
-  TRing* const rawx = reinterpret_cast<TRing*>(smem + sm.rawx);  // [R][rows] ring x as stored
-
-  // The ring rows as stored, 16-byte asynchronous copies all in flight at once: B_j of group g,
-  // x_j of this head's rows (nrows is a multiple of 8: the group kernel's row unit).
-  const int g = hd / p.heads_per_group;
+  // The shared parts as one index space spread over the block.
+  const int cX = m.nrows / VR, nX = R * cX;  // ring x: R records of nrows
+  const int nB = copy_B ? R * N / VR : 0;    // ring B: R records of N, contiguous
+  const int cT = m.nrows / VI, nT = p.has_z ? 2 * cT : cT;  // token x (and z)
+  const int nBC = 2 * (N / VI);                             // token B and C
+  const int nW = FlushSmem::kD + 1;                         // words
+  const int total = nX + nB + R + nT + nBC + nW;
+  const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh * R * p.P + m.p0;
   const TRing* const ringB =
-      static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(slot) * p.G + g) * R * N;
-  const TRing* const ringx = static_cast<const TRing*>(p.ring_x) + sh * R * p.P + p0;
-  const int cB = N / VX, cX = nrows / VX;
-  for (int idx = tid; idx < hist * (cB + cX); idx += blockDim.x) {
-    if (idx < hist * cB) {
-      const int j = idx / cB, c = idx - j * cB;
-      cp_async16(rawB + j * N + c * VX, ringB + static_cast<int64_t>(phys(j)) * N + c * VX);
-    } else {
-      const int k = idx - hist * cB, j = k / cX, c = k - j * cX;
-      cp_async16(rawx + j * sm.rows + c * VX,
-                 ringx + static_cast<int64_t>(phys(j)) * p.P + c * VX);
+      static_cast<const TRing*>(p.ring_B) + (static_cast<int64_t>(m.slot) * p.G + m.g) * R * N;
+  const int64_t io = (static_cast<int64_t>(m.b) * p.H + m.hd) * p.P + m.p0;
+  const int64_t bc = (static_cast<int64_t>(m.b) * p.G + m.g) * N;
+  for (int idx = tid; idx < total; idx += nthreads) {
+    int k = idx;
+    if (k < nX) {
+      const int q = k / cX, c = k - q * cX;
+      cp_async16(reinterpret_cast<TRing*>(base + sm.rawx) + q * sm.rows + c * VR,
+                 ringx + static_cast<int64_t>(q) * p.P + c * VR);
+      continue;
     }
+    k -= nX;
+    if (k < nB) {
+      cp_async16(reinterpret_cast<TRing*>(base + sm.rawB) + k * VR, ringB + k * VR);
+      continue;
+    }
+    k -= nB;
+    if (k < R) {
+      cp_async_small<4>(base + sm.rdt + k, p.ring_dt + sh * R + k);
+      continue;
+    }
+    k -= R;
+    if (k < nT) {
+      const bool z = k >= cT;
+      const int c = z ? k - cT : k;
+      cp_async16(reinterpret_cast<TIn*>(base + (z ? sm.z : sm.xt)) + c * VI,
+                 static_cast<const TIn*>(z ? p.z : p.x) + io + c * VI);
+      continue;
+    }
+    k -= nT;
+    if (k < nBC) {
+      const bool isC = k >= N / VI;
+      const int c = isC ? k - N / VI : k;
+      cp_async16(reinterpret_cast<TIn*>(base + (isC ? sm.Ct : sm.Bt)) + c * VI,
+                 static_cast<const TIn*>(isC ? p.C : p.B) + bc + c * VI);
+      continue;
+    }
+    k -= nBC;
+    const void* src = k == FlushSmem::kOrigin  ? static_cast<const void*>(p.origin + m.slot)
+                      : k == FlushSmem::kHist  ? static_cast<const void*>(p.hist + m.slot)
+                      : k == FlushSmem::kALog  ? static_cast<const void*>(p.A_log + m.hd)
+                      : k == FlushSmem::kDtBias ? static_cast<const void*>(p.dt_bias + m.hd)
+                      : p.has_D               ? static_cast<const void*>(p.D + m.hd)
+                                              : static_cast<const void*>(p.A_log + m.hd);
+    cp_async_small<4>(base + sm.words + k, src);
   }
   cp_async_commit();
+}
 
-  // The head's parameters and the token (every thread: broadcast loads).
-  const float A = A_of(p.A_log[hd]);
+/// Folds item m from stage `st` (landed and visible to the block), runs the token's update, and
+/// writes y and the new checkpoint (and read copy). `new_B`: the item's (row, group) differs from
+/// the block's previous item, so ring B is converted again (one more block barrier).
+template <class TIn, class TState, class TRing, int N, int RPT>
+__device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, float* smem,
+                                     const Item& m, int st, bool new_B, uint32_t dt_bits) {
+  using Lay = Layout<sizeof(TState), N>;
+  using namespace replay_detail;
+  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
+  constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
+  constexpr int RQ = RPT >= 8 ? 2 : 4;  // records per round: RPT * RQ c_j·x_j registers
+  const float* const base = smem + st * sm.stage;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthreads = blockDim.x;
+  const int lr = lane % LPR;
+  const int grp = warp * RPW + lane / LPR;  // first row of the thread
+  const int pass = (nthreads >> 5) * RPW;   // rows per block pass
+  const int nrows = m.nrows;
+  const int* const words = reinterpret_cast<const int*>(base + sm.words);
+  const RingWindow win =
+      RingWindow::of(words[FlushSmem::kOrigin], words[FlushSmem::kHist], p.R, 1);  // h <= R - 1
+  const int hist = win.hist;
+  const float A = A_of(__int_as_float(words[FlushSmem::kALog]));
   const float delta =
-      delta_of(load_dt<TIn>(p, static_cast<int64_t>(b) * p.H + hd), p.dt_bias[hd], p.softplus);
-  const float Dh = p.has_D ? p.D[hd] : 0.0f;
-  const int64_t bcoff = (static_cast<int64_t>(b) * p.G + g) * N;
-  const int64_t io = (static_cast<int64_t>(b) * p.H + hd) * p.P + p0;  // (b, hd, p0) in x, z, y
-  for (int e = tid; e < N; e += blockDim.x) {
-    sBt[e] = to_f32(static_cast<const TIn*>(p.B)[bcoff + e]);
-    sCt[e] = to_f32(static_cast<const TIn*>(p.C)[bcoff + e]);
-  }
-  for (int r = tid; r < nrows; r += blockDim.x) {
-    sxt[r] = to_f32(static_cast<const TIn*>(p.x)[io + r]);
-    sz[r] = p.has_z ? to_f32(static_cast<const TIn*>(p.z)[io + r]) : 0.0f;
-  }
-  if (tid < 32) {  // the record weights, as the group kernel's chain warp forms them
-    const float* rdt = p.ring_dt + sh * R;
-    const float d0 = lane < hist ? rdt[phys(lane)] : 0.0f;
-    const float d1 = lane + 32 < hist ? rdt[phys(lane + 32)] : 0.0f;
-    const float abar = record_weights(d0, d1, hist, A, scoef, lane);
-    if (lane == 0) shead[0] = abar;
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-  // To fp32: B_j, and c_j·x_j[r] transposed to [row][record] (the group kernel's rounding).
-  for (int idx = tid; idx < hist * N; idx += blockDim.x) sB[idx] = to_f32(rawB[idx]);
-  for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {
-    const int j = idx / nrows, r = idx - j * nrows;
-    scx[r * sm.xs + j] = __fmul_rn(scoef[j], to_f32(rawx[j * sm.rows + r]));
-  }
-  __syncthreads();
+      delta_of(dt_of<TIn>(p, dt_bits), __int_as_float(words[FlushSmem::kDtBias]), p.softplus);
+  const float Dh = p.has_D ? __int_as_float(words[FlushSmem::kD]) : 0.0f;
+  float* const sB = smem + sm.B;    // [R][N] ring B by logical record
+  float* const scx = smem + sm.cx;  // [rows][xs] c_j·x_j by (row, logical record)
 
+  if (new_B) {  // ring B of the item's group, by logical record
+    const TRing* const rawB = reinterpret_cast<const TRing*>(base + sm.rawB);
+    for (int idx = tid; idx < hist * N; idx += nthreads) {
+      const int j = idx / N, e = idx - j * N;
+      sB[idx] = to_f32(rawB[win.phys(j) * N + e]);
+    }
+  }
+  // The record weights (every warp: the group kernel's chain arithmetic), then c_j·x_j of this
+  // warp's own rows, which only this warp folds.
+  float abar;
+  {
+    const float* const rdt = base + sm.rdt;
+    const float d0 = lane < hist ? rdt[win.phys(lane)] : 0.0f;
+    const float d1 = lane + 32 < hist ? rdt[win.phys(lane + 32)] : 0.0f;
+    float c0, c1;
+    abar = record_weights_lanes(d0, d1, hist, A, lane, c0, c1);
+    const TRing* const rawx = reinterpret_cast<const TRing*>(base + sm.rawx);
+    const int q0 = win.phys(min(lane, p.R - 1)), q1 = win.phys(min(lane + 32, p.R - 1));
+#pragma unroll
+    for (int i = 0; i < RPT; ++i)
+#pragma unroll
+      for (int w = 0; w < RPW; ++w) {
+        const int r = warp * RPW + w + i * pass;
+        if (r >= nrows) continue;
+        if (lane < hist) scx[r * sm.xs + lane] = __fmul_rn(c0, to_f32(rawx[q0 * sm.rows + r]));
+        if (lane + 32 < hist)
+          scx[r * sm.xs + lane + 32] = __fmul_rn(c1, to_f32(rawx[q1 * sm.rows + r]));
+      }
+  }
+  if (new_B)
+    __syncthreads();
+  else
+    __syncwarp();
+
+  // The thread's checkpoint rows from its own chunks of the tile. Rows past nrows stand in for
+  // the thread's first row (their results are dropped); a thread without rows skips the fold.
+  const TState* const tile = reinterpret_cast<const TState*>(base + sm.tile);
+  const int rsafe = min(grp, nrows - 1);
   float s[RPT][COLS];
 #pragma unroll
-  for (int i = 0; i < RPT; ++i)
+  for (int i = 0; i < RPT; ++i) {
+    const int r = grp + i * pass < nrows ? grp + i * pass : rsafe;
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) unpack16<TState>(raw[i][c], &s[i][c * VEC]);
-  if (hist > 0) {
-    const float abar = shead[0];
+    for (int c = 0; c < CPL; ++c)
+      unpack16<TState>(*reinterpret_cast<const uint4*>(tile + r * N + Lay::col(c, lr)),
+                       &s[i][c * VEC]);
+  }
+  if (hist > 0 && grp < nrows) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i)
 #pragma unroll
@@ -140,7 +249,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       float cx[RPT][RQ];
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
-        const int r = min(grp + i * pass, nrows - 1);  // rows past nrows: any valid address
+        const int r = grp + i * pass < nrows ? grp + i * pass : grp;
         const float* src = scx + r * sm.xs + j0;
         if constexpr (RQ == 4) {
           const float4 t = *reinterpret_cast<const float4*>(src);
@@ -172,31 +281,40 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 
   // The conventional update with the token, y, and the new checkpoint (and read copy) once.
+  const TIn* const xt = reinterpret_cast<const TIn*>(base + sm.xt);
+  const TIn* const zt = reinterpret_cast<const TIn*>(base + sm.z);
+  const TIn* const Bt = reinterpret_cast<const TIn*>(base + sm.Bt);
+  const TIn* const Ct = reinterpret_cast<const TIn*>(base + sm.Ct);
   const float a = decay_of(delta, A);
-  TIn* const y = static_cast<TIn*>(p.y) + io;
+  const int64_t sh = static_cast<int64_t>(m.slot) * p.H + m.hd;
+  TState* const S = static_cast<TState*>(p.state) + (sh * p.P + m.p0) * N;
+  TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(m.b) * p.H + m.hd) * p.P + m.p0;
   float bv[COLS], cv[COLS];
 #pragma unroll
   for (int c = 0; c < CPL; ++c)
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      bv[c * VEC + e] = sBt[Lay::col(c, lr) + e];
-      cv[c * VEC + e] = sCt[Lay::col(c, lr) + e];
+      bv[c * VEC + e] = to_f32(Bt[Lay::col(c, lr) + e]);
+      cv[c * VEC + e] = to_f32(Ct[Lay::col(c, lr) + e]);
     }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
     const bool valid = r < nrows;
-    const float xv = valid ? sxt[r] : 0.0f;
+    const float xv = valid ? to_f32(xt[r]) : 0.0f;
     float part = 0.0f;
     if (valid) part = update_row<COLS>(s[i], a, __fmul_rn(delta, xv), bv, cv);
     const float sum = row_sum<LPR>(part);
     if (!valid) continue;
-    if (lr == 0) y[r] = from_f32<TIn>(output_of(sum, Dh, p.has_D, xv, p.has_z, sz[r]));
+    if (lr == 0) {
+      const float zv = p.has_z ? to_f32(zt[r]) : 0.0f;
+      y[r] = from_f32<TIn>(output_of(sum, Dh, p.has_D, xv, p.has_z, zv));
+    }
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
       store16_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[i][c * VEC]);
     if (p.copy) {  // the read copy, rounded from the same new fp32 state
-      const int64_t off = (sh * p.P + p0 + r) * N;
+      const int64_t off = (sh * p.P + m.p0 + r) * N;
 #pragma unroll
       for (int c = 0; c < CPL; ++c) {
         if (p.copy_f16)
@@ -208,20 +326,49 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 }
 
-/// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, head, split):
-/// common/flush_rows.cuh.
+}  // namespace flush_detail
+
+/// A persistent grid (a few blocks per SM): each pass lists the flush rows (common/flush_rows.cuh)
+/// and every block takes a contiguous, balanced range of the pass's items, two stages deep.
 template <class TIn, class TState, class TRing, int N, int RPT>
-__global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParams p) {
+  using namespace flush_detail;
   extern __shared__ __align__(16) float smem[];
-  const FlushSmem sm(p.R, N, p.rows_per_block, static_cast<int>(sizeof(TRing)));
-  auto item = [&](int b, int slot, int rest) {
-    const int hd = rest / p.nsplit, p0 = (rest - hd * p.nsplit) * p.rows_per_block;
-    flush_item<TIn, TState, TRing, N, RPT>(p, sm, smem, b, slot, hd, p0,
-                                           min(p.rows_per_block, p.P - p0));
-  };
-  for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.H * p.nsplit,
-                      reinterpret_cast<int*>(smem + sm.list),
-                      reinterpret_cast<int*>(smem + sm.warps), item);
+  const FlushSmem sm(p.R, N, p.rows_per_block, static_cast<int>(sizeof(TState)),
+                     static_cast<int>(sizeof(TRing)), static_cast<int>(sizeof(TIn)));
+  int* const list = reinterpret_cast<int*>(smem + sm.list);
+  int* const slots = reinterpret_cast<int*>(smem + sm.slots);
+  const int per_row = p.H * p.nsplit;
+  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
+    const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
+                                   min(b0 + kFlushScan, p.batch), list, slots,
+                                   reinterpret_cast<int*>(smem + sm.warps));
+    const int64_t total = static_cast<int64_t>(nf) * per_row;
+    const int it0 = static_cast<int>(total * blockIdx.x / gridDim.x);
+    const int it1 = static_cast<int>(total * (blockIdx.x + 1) / gridDim.x);
+    if (it0 < it1) {
+      Item cur = Item::of(p, list, slots, it0, per_row);
+      prefetch<TIn, TState, TRing, N, RPT>(p, sm, smem, cur, 0, true);
+      uint32_t dt_next = load_dt_bits<TIn>(p, cur);
+      int prev_key = -1;
+      for (int it = it0; it < it1; ++it) {
+        const int st = (it - it0) & 1;
+        const uint32_t dt_cur = dt_next;
+        cp_async_wait<0>();  // this item's stage, requested one item ago
+        __syncthreads();     // ... visible to all; every thread is done with the other stage
+        Item next = cur;
+        if (it + 1 < it1) {
+          next = Item::of(p, list, slots, it + 1, per_row);
+          prefetch<TIn, TState, TRing, N, RPT>(p, sm, smem, next, st ^ 1, next.key != cur.key);
+          dt_next = load_dt_bits<TIn>(p, next);
+        }
+        fold<TIn, TState, TRing, N, RPT>(p, sm, smem, cur, st, cur.key != prev_key, dt_cur);
+        prev_key = cur.key;
+        cur = next;
+      }
+    }
+    __syncthreads();  // the list is rewritten for the next rows
+  }
 }
 
 }  // namespace replayssm::cuda::mamba2

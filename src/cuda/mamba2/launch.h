@@ -60,34 +60,47 @@ struct ReplaySmem {
   }
 };
 
-/// The flush kernel (flush.cuh): batch rows listed per pass, and its shared memory in floats from
-/// the start (every part 16-byte aligned): sB [R][N] ring B by logical record, scx [rows][xs]
-/// c_j·x_j by (row, logical record) (xs: whole 16-byte units, an odd number of them, as
-/// ReplaySmem), record weights [R], the token's x and z [rows] each, ā, the token's B and C [N]
-/// each, the ring rows as stored (rawB [R][N], rawx [R][rows], ring dtype), the flush-row list
-/// [kFlushScan] and one count per warp [32]. `rows` is rows_per_block.
+/// The flush kernel (flush.cuh): a block's items go through two stages, and its shared memory is
+/// in floats from the start (every part 16-byte aligned). Per stage (`stage` floats apart): the
+/// checkpoint tile [rows][N] (state dtype), the ring rows as stored by physical row, x [R][rows]
+/// and B [R][N] (ring dtype), the ring deltas [R], the token's x and z [rows] and B and C [N]
+/// (input dtype), and the cursor and head words (origin, hist, A_log, dt_bias, D). Then, shared by
+/// the stages: ring B in fp32 by logical record [R][N], c_j·x_j by (row, logical record)
+/// [rows][xs] (xs: whole 16-byte units, an odd number of them, as ReplaySmem), the flush rows
+/// and their slots [kFlushScan] each, and one count per warp [32]. `rows` is rows_per_block.
 /// Threads of a flush block at most (eight warps: several blocks per SM; the host splits rows).
 constexpr int kFlushThreads = 256;
+/// Checkpoint tile bytes a flush block aims at (two stages of it in flight per block, two or three
+/// blocks per SM): the host splits a head's rows to stay under it.
+constexpr int kFlushTileBytes = 24 * 1024;
 struct FlushSmem {
-  int rows = 0, xs = 0, B = 0, cx = 0, coef = 0, xt = 0, z = 0, head = 0, Bt = 0, Ct = 0;
-  int rawB = 0, rawx = 0, list = 0, warps = 0, total = 0;
-  __host__ __device__ FlushSmem(int R, int N, int rows_per_block, int ring_bytes) {
+  enum Word { kOrigin, kHist, kALog, kDtBias, kD, kWords = 8 };
+  int rows = 0, xs = 0;
+  int tile = 0, rawx = 0, rawB = 0, rdt = 0, xt = 0, z = 0, Bt = 0, Ct = 0, words = 0, stage = 0;
+  int B = 0, cx = 0, list = 0, slots = 0, warps = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int N, int rows_per_block, int state_bytes, int ring_bytes,
+                                int in_bytes) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
+    auto floats = [&](int elems, int bytes) { return up4((elems * bytes + 3) / 4); };
     rows = rows_per_block;
     int units = (R + 3) / 4;
     if (units % 2 == 0) ++units;
     xs = 4 * units;
+    tile = 0;
+    rawx = tile + floats(rows * N, state_bytes);
+    rawB = rawx + floats(R * rows, ring_bytes);
+    rdt = rawB + floats(R * N, ring_bytes);
+    xt = rdt + up4(R);
+    z = xt + floats(rows, in_bytes);
+    Bt = z + floats(rows, in_bytes);
+    Ct = Bt + floats(N, in_bytes);
+    words = Ct + floats(N, in_bytes);
+    stage = words + kWords;
+    B = 2 * stage;
     cx = B + up4(R * N);
-    coef = cx + rows * xs;
-    xt = coef + up4(R);
-    z = xt + up4(rows);
-    head = z + up4(rows);
-    Bt = head + 4;
-    Ct = Bt + N;
-    rawB = Ct + N;
-    rawx = rawB + up4((R * N * ring_bytes + 3) / 4);
-    list = rawx + up4((R * rows * ring_bytes + 3) / 4);
-    warps = list + kFlushScan;
+    list = cx + rows * xs;
+    slots = list + kFlushScan;
+    warps = slots + kFlushScan;
     total = warps + 32;
   }
 };

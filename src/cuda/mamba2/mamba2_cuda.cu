@@ -258,6 +258,9 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
   if (p.flush_kernel < 0) p.flush_kernel = autop.flush_kernel;
   check<ConfigError>(p.flush_kernel == 0 || p.flush_kernel == 1, op,
                      ": plan flush_kernel = ", p.flush_kernel, ", expected -1 (auto), 0 or 1");
+  if (p.early_exit < 0) p.early_exit = autop.early_exit;
+  check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op,
+                     ": plan early_exit = ", p.early_exit, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.headdim, op,
                      ": plan rows_per_block = ", p.rows_per_block, ", expected 1..", d.headdim);
   group = group_rows(d.headdim, p.rows_per_block);
@@ -308,7 +311,7 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   launch_conventional<TIn, bf16>(p, ls, s);
 }
 
-/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0" (any
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1" (any
 /// subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
 /// replaces those fields of the dispatcher's choice for every replay step of the process.
 /// resolve_replay checks the result like a forced plan.
@@ -321,6 +324,7 @@ void override_replay_plan(Plan& p, int64_t P) {
     if (key == "hpb" && v > 0) p.heads_per_block = v;
     if (key == "prefetch") p.prefetch_ring = v;
     if (key == "flush") p.flush_kernel = v;
+    if (key == "exit") p.early_exit = v;
   });
 }
 
@@ -368,6 +372,7 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   // Flush rows fold in a launch of their own (flush.cuh) wherever they would otherwise fold
   // inside the group kernel's ordinary launch: there the fold spills and straggles.
   p.flush_kernel = p.route == Route::kOutputOnly ? 1 : 0;
+  p.early_exit = 0;
   // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
   // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
   const bool group = group_rows(d.headdim, d.headdim);
@@ -532,10 +537,16 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   };
   // Flush rows in a launch of their own (flush.cuh): after the ordinary rows' launch (only = 1),
   // or alone as a split mode's flush launch. The state-and-output route folds every row in one.
-  if (!group || quant || p.state_route || plan.flush_kernel != 1) return enqueue(p, ls);
+  // It copies the token's x, z, B and C in 16-byte pieces: other inputs fold in the group kernel.
+  auto at16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool inputs16 = at16(p.x) && at16(p.B) && at16(p.C) && (!p.has_z || at16(p.z));
+  if (!group || quant || p.state_route || plan.flush_kernel != 1 || !inputs16)
+    return enqueue(p, ls);
   if (only != 2) {
     p.only = 1;
+    p.early_exit = plan.early_exit == 1;
     enqueue(p, ls);
+    p.early_exit = false;
   }
   StepParams f = p;
   f.only = 2;
@@ -546,14 +557,18 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
   const HostLayout lay = HostLayout::of(d.d_state, state_bytes);
   const int64_t unit = lay.rows_per_warp * fs.rpt;
-  // Blocks of at most kFlushThreads, the head's rows split evenly: several blocks per SM.
-  f.nsplit = static_cast<int32_t>(cdiv(d.headdim, kFlushThreads / 32 * unit));
+  // Blocks of at most kFlushThreads and tiles of at most kFlushTileBytes (two stages of them per
+  // block), the head's rows split evenly: several blocks per SM.
+  f.nsplit = static_cast<int32_t>(
+      std::max(cdiv(d.headdim, kFlushThreads / 32 * unit),
+               cdiv(d.headdim * d.d_state * state_bytes, int64_t{kFlushTileBytes})));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.headdim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.headdim, f.rows_per_block));
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(FlushSmem(static_cast<int>(R), static_cast<int>(d.d_state),
-                                          f.rows_per_block,
-                                          static_cast<int>(dtype_size(c.ring_dtype)))
+                                          f.rows_per_block, static_cast<int>(state_bytes),
+                                          static_cast<int>(dtype_size(c.ring_dtype)),
+                                          static_cast<int>(dtype_size(c.in_dtype)))
                                     .total) *
             sizeof(float);
   // A persistent grid: as many blocks as are resident at once (the launcher asks the occupancy

@@ -46,11 +46,12 @@ __device__ __forceinline__ float suffix_sum(float v, int lane) {
 
 /// One warp: the weights of n <= 64 records whose deltas are d0 (record lane) and d1 (record
 /// lane + 32), zero past n:
-///   coef[j] = d_j · exp(A · Σ_{j<i<n} d_i) for j < n;  returns ā = exp(A · Σ_{i<n} d_i).
+///   c_j = d_j · exp(A · Σ_{j<i<n} d_i) for j < n (c0 = c_lane, c1 = c_{lane+32}, zero past n);
+///   returns ā = exp(A · Σ_{i<n} d_i).
 /// Suffix sums (not differences of prefix sums) keep every exponent argument exact up to the
 /// rounding of the sum itself; arguments are clamped to <= 0.
-__device__ __forceinline__ float record_weights(float d0, float d1, int n, float A, float* coef,
-                                                int lane) {
+__device__ __forceinline__ float record_weights_lanes(float d0, float d1, int n, float A, int lane,
+                                                      float& c0, float& c1) {
   const float s1 = suffix_sum(d1, lane);
   const float t1 = __shfl_sync(kFull, s1, 0);  // total of records 32..63
   const float s0 = __fadd_rn(suffix_sum(d0, lane), t1);
@@ -60,9 +61,19 @@ __device__ __forceinline__ float record_weights(float d0, float d1, int n, float
     e0 = t1;
     e1 = 0.0f;
   }
-  if (lane < n) coef[lane] = __fmul_rn(d0, expf(fminf(__fmul_rn(A, e0), 0.0f)));
-  if (lane + 32 < n) coef[lane + 32] = __fmul_rn(d1, expf(fminf(__fmul_rn(A, e1), 0.0f)));
+  c0 = lane < n ? __fmul_rn(d0, expf(fminf(__fmul_rn(A, e0), 0.0f))) : 0.0f;
+  c1 = lane + 32 < n ? __fmul_rn(d1, expf(fminf(__fmul_rn(A, e1), 0.0f))) : 0.0f;
   return expf(fminf(__fmul_rn(A, __shfl_sync(kFull, s0, 0)), 0.0f));
+}
+
+/// record_weights_lanes with the weights written to coef[0 .. n).
+__device__ __forceinline__ float record_weights(float d0, float d1, int n, float A, float* coef,
+                                                int lane) {
+  float c0, c1;
+  const float abar = record_weights_lanes(d0, d1, n, A, lane, c0, c1);
+  if (lane < n) coef[lane] = c0;
+  if (lane + 32 < n) coef[lane + 32] = c1;
+  return abar;
 }
 
 /// V elements of T as loaded by vector loads of up to 16 bytes, kept packed until to() converts

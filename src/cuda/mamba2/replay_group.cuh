@@ -112,6 +112,9 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   // ordinary launch drops flush rows after its loads are issued (below), keeping its stream
   // free of the cursor wait.
   if (p.only == 2 && flush_raw == 0) return;
+  // The ordinary launch of a step with a flush launch may wait for is_flush first (Plan::
+  // early_exit) rather than stream two stages of a flush row that it then drops.
+  if (p.only == 1 && p.early_exit && flush_raw != 0) return;
   int origin = 0, hist = 0;
   auto resolve = [&] {
     origin = origin_raw % R;
