@@ -37,19 +37,32 @@ namespace flush_detail {
 /// Item `it` of a flush pass: rows [p0, p0 + nrows) of head hd of flush row fr (batch row b,
 /// slot), group g. Items run (flush row, head, split) in order.
 struct Item {
-  int b, slot, hd, p0, nrows, g, key;  ///< key: (flush row, group), what ring B depends on
+  int fr, b, slot, hd, split, p0, nrows, g, key;  ///< key: (flush row, group): ring B's
   __device__ __forceinline__ static Item of(const StepParams& p, const int* list, const int* slots,
                                             int it, int per_row) {
-    Item m;
     const int fr = it / per_row, rest = it - fr * per_row;
-    m.hd = rest / p.nsplit;
-    m.p0 = (rest - m.hd * p.nsplit) * p.rows_per_block;
+    const int hd = rest / p.nsplit;
+    return at(p, list, slots, fr, hd, rest - hd * p.nsplit);
+  }
+  __device__ __forceinline__ static Item at(const StepParams& p, const int* list,
+                                            const int* slots, int fr, int hd, int split) {
+    Item m;
+    m.fr = fr, m.hd = hd, m.split = split;
+    m.p0 = split * p.rows_per_block;
     m.nrows = min(p.rows_per_block, p.P - m.p0);
     m.b = list[fr];
     m.slot = slots[fr];
-    m.g = m.hd / p.heads_per_group;
+    m.g = hd / p.heads_per_group;
     m.key = fr * p.G + m.g;
     return m;
+  }
+  /// The item after this one (no division: the range is walked in order).
+  __device__ __forceinline__ Item next(const StepParams& p, const int* list,
+                                       const int* slots) const {
+    int f = fr, h = hd, sp = split + 1;
+    if (sp == p.nsplit) sp = 0, ++h;
+    if (h == p.H) h = 0, ++f;
+    return at(p, list, slots, f, h, sp);
   }
 };
 
@@ -172,7 +185,8 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
   using namespace replay_detail;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
-  constexpr int RQ = RPT >= 8 ? 2 : 4;  // records per round: RPT * RQ c_j·x_j registers
+  constexpr int RQ = 4;  // records per round: RPT * RQ c_j·x_j registers, one 16-byte load a row
+  static_assert(LPR >= RPT, "y: one lane of a row's lanes per row of the thread");
   const float* const base = smem + st * sm.stage;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthreads = blockDim.x;
   const int lr = lane % LPR;
@@ -215,7 +229,7 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
         const int r = warp * RPW + w + i * pass;
         if (r >= nrows) continue;
         if (lane < hist) scx[r * sm.xs + lane] = __fmul_rn(c0, to_f32(rawx[q0 * sm.rows + r]));
-        if (lane + 32 < hist)
+        if (hist > 32 && lane + 32 < hist)
           scx[r * sm.xs + lane + 32] = __fmul_rn(c1, to_f32(rawx[q1 * sm.rows + r]));
       }
   }
@@ -242,22 +256,19 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
     for (int i = 0; i < RPT; ++i)
 #pragma unroll
       for (int e = 0; e < COLS; ++e) s[i][e] = __fmul_rn(abar, s[i][e]);
-    // RQ records at a time: c_j·x_j of the thread's rows (one 8- or 16-byte load per row), then
+    // RQ records at a time: c_j·x_j of the thread's rows (one 16-byte load per row), then
     // per record its B_j columns and one FMA per state element, records in order.
+    const float* src[RPT];  // the thread's rows of c_j·x_j
+#pragma unroll
+    for (int i = 0; i < RPT; ++i)
+      src[i] = scx + (grp + i * pass < nrows ? grp + i * pass : grp) * sm.xs;
 #pragma unroll 1
     for (int j0 = 0; j0 < hist; j0 += RQ) {
       float cx[RPT][RQ];
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
-        const int r = grp + i * pass < nrows ? grp + i * pass : grp;
-        const float* src = scx + r * sm.xs + j0;
-        if constexpr (RQ == 4) {
-          const float4 t = *reinterpret_cast<const float4*>(src);
-          cx[i][0] = t.x, cx[i][1] = t.y, cx[i][2] = t.z, cx[i][3] = t.w;
-        } else {
-          const float2 t = *reinterpret_cast<const float2*>(src);
-          cx[i][0] = t.x, cx[i][1] = t.y;
-        }
+        const float4 t = *reinterpret_cast<const float4*>(src[i] + j0);
+        cx[i][0] = t.x, cx[i][1] = t.y, cx[i][2] = t.z, cx[i][3] = t.w;
       }
 #pragma unroll
       for (int q = 0; q < RQ; ++q) {
@@ -297,6 +308,7 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
       bv[c * VEC + e] = to_f32(Bt[Lay::col(c, lr) + e]);
       cv[c * VEC + e] = to_f32(Ct[Lay::col(c, lr) + e]);
     }
+  float ysum = 0.0f;  // lane lr < RPT of a row group: S·C of the thread's row lr
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
@@ -305,11 +317,8 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
     float part = 0.0f;
     if (valid) part = update_row<COLS>(s[i], a, __fmul_rn(delta, xv), bv, cv);
     const float sum = row_sum<LPR>(part);
+    if (lr == i) ysum = sum;
     if (!valid) continue;
-    if (lr == 0) {
-      const float zv = p.has_z ? to_f32(zt[r]) : 0.0f;
-      y[r] = from_f32<TIn>(output_of(sum, Dh, p.has_D, xv, p.has_z, zv));
-    }
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
       store16_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[i][c * VEC]);
@@ -323,6 +332,12 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
           store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
       }
     }
+  }
+  // y of the thread's RPT rows, one lane each (the gate's exp and division once per row).
+  const int ry = grp + lr * pass;
+  if (lr < RPT && ry < nrows) {
+    const float xv = to_f32(xt[ry]), zv = p.has_z ? to_f32(zt[ry]) : 0.0f;
+    y[ry] = from_f32<TIn>(output_of(ysum, Dh, p.has_D, xv, p.has_z, zv));
   }
 }
 
@@ -358,7 +373,7 @@ __global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParam
         __syncthreads();     // ... visible to all; every thread is done with the other stage
         Item next = cur;
         if (it + 1 < it1) {
-          next = Item::of(p, list, slots, it + 1, per_row);
+          next = cur.next(p, list, slots);
           prefetch<TIn, TState, TRing, N, RPT>(p, sm, smem, next, st ^ 1, next.key != cur.key);
           dt_next = load_dt_bits<TIn>(p, next);
         }

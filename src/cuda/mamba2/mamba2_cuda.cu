@@ -372,7 +372,10 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   // Flush rows fold in a launch of their own (flush.cuh) wherever they would otherwise fold
   // inside the group kernel's ordinary launch: there the fold spills and straggles.
   p.flush_kernel = p.route == Route::kOutputOnly ? 1 : 0;
-  p.early_exit = 0;
+  // The ordinary launch waits for is_flush before streaming a row: as fast on ordinary steps,
+  // and a flush row's two stages are not read and dropped (H200: flush step -14% at Nano-4B
+  // batch 256, bench/NOTES.md "Mamba-2 flush kernel, pipelined").
+  p.early_exit = 1;
   // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
   // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
   const bool group = group_rows(d.headdim, d.headdim);
