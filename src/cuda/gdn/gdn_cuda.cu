@@ -240,6 +240,9 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.flush_kernel < 0) p.flush_kernel = std::max(autop.flush_kernel, 0);
   check<ConfigError>(p.flush_kernel == 0 || p.flush_kernel == 1, op, ": plan flush_kernel = ",
                      p.flush_kernel, ", expected -1 (auto), 0 or 1");
+  if (p.early_exit < 0) p.early_exit = std::max(autop.early_exit, 0);
+  check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op, ": plan early_exit = ",
+                     p.early_exit, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -285,6 +288,7 @@ void override_replay_plan(Plan& p) {
     if (key == "stages") p.stages = v;
     if (key == "prefetch") p.prefetch_ring = v;
     if (key == "flush") p.flush_kernel = v;
+    if (key == "exit") p.early_exit = v;
   });
 }
 
@@ -402,6 +406,9 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // 1.31 / 1.38x against 1.04 / 1.29 / 1.36x in one launch; window within 2%; H200, b5f5edb,
   // bench/NOTES_gdn.md).
   p.flush_kernel = kda ? 0 : 1;
+  // The ordinary launch waits for is_flush before streaming a flush row it would drop (as for
+  // Mamba-2: bench/NOTES_gdn.md "Early exit").
+  p.early_exit = 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
@@ -532,9 +539,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1)
     return launch(p, ls);
   p.only = 1;
+  p.early_exit = plan.early_exit == 1;
   launch(p, ls);
   StepParams f = p;
   f.only = 2;
+  f.early_exit = false;
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;
   const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);

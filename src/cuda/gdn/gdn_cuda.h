@@ -61,13 +61,16 @@ struct Plan {
   int flush_kernel = -1;    ///< group kernel, output-only route, GDN gates, default state mode:
                             ///< 1 = flush rows in a launch of their own (flush.cuh) after the
                             ///< ordinary rows' launch; 0 = inside the one launch of every row
+  int early_exit = -1;      ///< with flush_kernel 1: 1 = the ordinary launch's blocks of a flush
+                            ///< row leave before requesting its checkpoint (one cursor round trip
+                            ///< first); 0 = after (the stages in flight are read and dropped)
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved).
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
-/// uph=4,stages=3,prefetch=0,flush=0" (any subset), checked like a forced plan.
+/// uph=4,stages=3,prefetch=0,flush=0,exit=1" (any subset), checked like a forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.

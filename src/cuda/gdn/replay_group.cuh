@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
   const int hist_raw = p.hist[slot];
   const int flush_raw = p.is_flush[slot];
   if (p.only == 2 && flush_raw == 0) return;  // split modes: the ordinary launch serves the row
+  // The ordinary launch of a step with a flush launch may wait for is_flush first (Plan::
+  // early_exit) rather than stream stages of a flush row that it then drops.
+  if (p.only == 1 && p.early_exit && flush_raw != 0) return;
   int origin = 0, hist = 0;
   auto resolve = [&] {
     origin = origin_raw % R;
