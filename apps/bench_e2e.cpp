@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "cli_checks.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "e2e_report.h"
@@ -245,16 +246,16 @@ void add_bench(CLI::App& app, Action& action) {
                 "the results say \"weights\": \"random\")");
   sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(65535)))
+      ->check(in_range(int64_t(1), int64_t(65535)))
       ->capture_default_str();
   sub->add_option("--context", a->context, "tokens already in every row's context (KV cache "
                                            "length) when timing starts")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->check(in_range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
   sub->add_option("-L,--ring", a->ring_lengths, "ReplaySSM ring lengths to time, comma-separated "
                                                 "(the L sweep), each 1..64")
       ->delimiter(',')
-      ->check(CLI::Range(1, 64))
+      ->check(in_range(1, 64))
       ->capture_default_str();
   sub->add_option("--state", a->states, "state modes of the replay variants, comma-separated "
                                         "(fp32, or split modes such as fp32/bf16; see generate)")
@@ -262,11 +263,11 @@ void add_bench(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--windows", a->windows, "timed windows per point (each 16 steps, or the next "
                                            "multiple of L); the median window is reported")
-      ->check(CLI::Range(1, 1000))
+      ->check(in_range(1, 1000))
       ->capture_default_str();
   sub->add_option("--profile-steps", a->profile_steps,
                   "profiled steps per point (SSM share of the step)")
-      ->check(CLI::Range(1, 100))
+      ->check(in_range(1, 100))
       ->capture_default_str();
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "cli_checks.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
@@ -266,21 +267,21 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_flag("--random-weights", a->random_weights, "random weights of a trained model's scale");
   sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(65535)))
+      ->check(in_range(int64_t(1), int64_t(65535)))
       ->capture_default_str();
   sub->add_option("-T", a->Ts, "tokens fed per row and verify step (last token + T-1 drafts), "
                                "comma-separated, each 2..8")
       ->delimiter(',')
-      ->check(CLI::Range(2, 8))
+      ->check(in_range(2, 8))
       ->capture_default_str();
   sub->add_option("--alpha", a->alpha, "probability that each draft is accepted (given the ones "
                                        "before it were)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(in_range(0.0, 1.0))
       ->capture_default_str();
   sub->add_option("--context", a->context, "tokens already in every row's context")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->check(in_range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
-  sub->add_option("--steps", a->steps, "timed steps per point")->check(CLI::Range(1, 10000))
+  sub->add_option("--steps", a->steps, "timed steps per point")->check(in_range(1, 10000))
       ->capture_default_str();
   sub->add_option("--memory-budget", a->budget_gib,
                   "GiB of per-sequence memory the capacity column is computed for")

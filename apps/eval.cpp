@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "eval_report.h"
@@ -115,10 +116,10 @@ void add_eval(CLI::App& app, Action& action) {
   sub->add_option("--text", a->text, "text file (its bytes are the tokens)")
       ->required()->check(CLI::ExistingFile);
   sub->add_option("--tokens", a->tokens, "use the first N bytes of the text (0 = all)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+      ->check(in_range(int64_t(0), int64_t(1) << 40));
   sub->add_option("--windows", a->windows,
                   "W: split the text into W consecutive windows decoded as one batch")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+      ->check(in_range(int64_t(1), int64_t(1) << 20));
   sub->add_option("--state", a->states,
                   "state modes to evaluate, comma-separated: fp32 (= fp32/fp32), split modes "
                   "recurrence/read (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, "
@@ -132,7 +133,7 @@ void add_eval(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"auto", "conventional", "replay"}));
   sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
                                         "choice)")
-      ->check(CLI::Range(0, 64));
+      ->check(in_range(0, 64));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"kl\")");

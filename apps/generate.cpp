@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "cli_checks.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
@@ -285,40 +286,40 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::ExistingFile);
   sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
   sub->add_option("-n,--max-new-tokens", o->max_new_tokens, "tokens to generate per request")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(in_range(0, 1 << 20));
   sub->add_option("--device", o->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--ssm", o->ssm, "SSM decoding: conventional, replay or auto (default: "
                                    "conventional for shared-* state modes, else replay)")
       ->check(CLI::IsMember({"auto", "conventional", "replay"}));
   sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
-      ->check(CLI::Range(0, 64));
+      ->check(in_range(0, 64));
   sub->add_option("--state", o->state, "SSM state mode: fp32 (default), a split mode "
                                        "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
                                        "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16, fp32/fp8, "
                                        "fp32/nvfp4 on Mamba-2");
   sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
-      ->check(CLI::Range(1, 4096));
-  sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 4096));
+  sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(in_range(1, 1 << 20));
   sub->add_option("--temperature", o->temperature, "0 = greedy")
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(in_range(0.0, 100.0))
       ->check(CLI::Validator(
           [](std::string& s) {
             return std::isnan(std::strtod(s.c_str(), nullptr)) ? std::string("nan is not a temperature")
                                                                : std::string();
           },
           "not nan"));
-  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(CLI::Range(0, 1 << 30));
-  sub->add_option("--top-p", o->top_p, "nucleus mass (1 = all)")->check(CLI::Range(1e-6, 1.0));
+  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(in_range(0, 1 << 30));
+  sub->add_option("--top-p", o->top_p, "nucleus mass (1 = all)")->check(in_range(1e-6, 1.0));
   sub->add_option("--seed", o->seed, "sampling seed (0 .. 2^64 - 1)")->check(seed_validator());
   sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(0.0, 1.0));
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
   auto* spec = sub->add_option("--speculate", o->speculate,
                   "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
                   "drafts; CPU only)")
-      ->check(CLI::Range(1, 8));
+      ->check(in_range(1, 8));
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
                   "same vocabulary, greedy)")
