@@ -536,11 +536,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   };
   // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch; split modes
   // refold their flush rows in the group kernel's flush launch, KDA folds in one launch.
-  // The flush kernel copies the token's k and q in 16-byte and v in 4-byte pieces: other inputs
-  // fold in the group kernel.
-  auto at = [](const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; };
-  const bool inputs_aligned = at(p.q, 16) && at(p.k, 16) && at(p.v, 4);
-  if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1 || !inputs_aligned)
+  if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1)
     return launch(p, ls);
   p.only = 1;
   p.early_exit = plan.early_exit == 1;
@@ -551,21 +547,14 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;
   const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);
-  // Blocks of at most kFlushThreads and tiles of at most kFlushTileBytes (two stages of them per
-  // block), the head's rows split evenly: several blocks per SM.
-  const int64_t state_bytes = dtype_size(c.state_dtype);
-  f.nsplit = static_cast<int32_t>(
-      std::max(cdiv(d.head_v_dim, kFlushThreads / 32 * unit),
-               cdiv(d.head_v_dim * d.head_k_dim * state_bytes, int64_t{kFlushTileBytes})));
+  f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, kFlushThreads / 32 * unit));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.head_v_dim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
   LaunchShape fs = ls;
   fs.flush = true;
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
-      FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
-                static_cast<int>(state_bytes), static_cast<int>(dtype_size(c.in_dtype)))
-              .total *
+      FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block).total *
       sizeof(float));
   check_smem(fs.smem, op);
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.

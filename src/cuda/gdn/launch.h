@@ -72,42 +72,28 @@ struct GroupSmem {
   }
 };
 
-/// The flush kernel (flush.cuh): a block's items go through two stages, and its shared memory is
-/// in floats from the start (every part 16-byte aligned). Per stage (`stage` floats apart): the
-/// checkpoint tile [rows][K] (state dtype), the ring rows as stored by physical row, k^ [R][K]
-/// and u [R][rows], the ring g [R], the token's k and q [K] and v [rows] (input dtype), and the
-/// cursor and head words (origin, hist, A_log, dt_bias). Then, shared by the stages: ring k^ by
-/// logical record [R][K], c_j·u_j by logical record [R][rows] (each warp writes its own rows),
-/// the flush rows and their slots [kFlushScan] each, and one count per warp [32]. `rows` is
-/// rows_per_block.
+/// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
+/// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
+/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā' and the token's
+/// alpha and beta, the token's k^, q^ and alpha·k^ [K] each, the flush-row list [kFlushScan] and
+/// per-warp counts [32]. `rows` is rows_per_block.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
-/// Checkpoint tile bytes a flush block aims at (two stages per block, several blocks per SM).
-constexpr int kFlushTileBytes = 16 * 1024;
 struct FlushSmem {
-  enum Word { kOrigin, kHist, kALog, kDtBias, kWords = 4 };
-  int rows = 0;
-  int tile = 0, rawk = 0, rawu = 0, rawg = 0, tk = 0, tq = 0, tv = 0, words = 0, stage = 0;
-  int k = 0, cu = 0, list = 0, slots = 0, warps = 0, total = 0;
-  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int state_bytes,
-                                int in_bytes) {
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, list = 0, warps = 0;
+  int total = 0;
+  __host__ __device__ FlushSmem(int R, int K, int rows_per_block) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
-    auto floats = [&](int elems, int bytes) { return up4((elems * bytes + 3) / 4); };
     rows = up4(rows_per_block);
-    tile = 0;
-    rawk = tile + floats(rows * K, state_bytes);
-    rawu = rawk + R * K;
-    rawg = rawu + R * rows;
-    tk = rawg + up4(R);
-    tq = tk + floats(K, in_bytes);
-    tv = tq + floats(K, in_bytes);
-    words = tv + floats(rows, in_bytes);
-    stage = words + kWords;
-    k = 2 * stage;
-    cu = k + R * K;
-    list = cu + R * rows;
-    slots = list + kFlushScan;
-    warps = slots + kFlushScan;
+    u = k + R * K;
+    g = u + R * rows;
+    c = g + up4(R);
+    head = c + up4(R);
+    tk = head + 4;
+    tq = tk + K;
+    ta = tq + K;
+    list = ta + K;
+    warps = list + kFlushScan;
     total = warps + 32;
   }
 };

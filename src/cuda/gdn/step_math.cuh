@@ -63,7 +63,11 @@ struct Token {
     const int kh = vh / p.group;
     const int64_t qk = (static_cast<int64_t>(b) * p.H + kh) * K;
     float kr[COLS], qr[COLS];
-    rows_of(static_cast<const TIn*>(p.k) + qk, static_cast<const TIn*>(p.q) + qk, lr, kr, qr);
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) {
+      load_vec<TIn, VEC>(static_cast<const TIn*>(p.k) + qk + Lay::col(c, lr), &kr[c * VEC]);
+      load_vec<TIn, VEC>(static_cast<const TIn*>(p.q) + qk + Lay::col(c, lr), &qr[c * VEC]);
+    }
     const int64_t hv = static_cast<int64_t>(b) * p.HV + vh;  // (b, vh) in a and b
     const float Aexp = expf(p.A_log[vh]);
     if constexpr (KDA) {
@@ -83,34 +87,7 @@ struct Token {
       g[0] = gate_of(to_f32(static_cast<const TIn*>(p.a)[hv]), p.dt_bias[vh], Aexp);
       alpha[0] = expf(g[0]);
     }
-    finish(p, to_f32(static_cast<const TIn*>(p.b)[hv]), kr, qr);
-  }
-
-  /// load() of a GDN token from inputs already at hand: the key head's k and q rows (global or
-  /// shared memory), a and b of (b, vh), and the head's A_log and dt_bias. Same arithmetic.
-  __device__ __forceinline__ void form(const StepParams& p, const TIn* krow, const TIn* qrow,
-                                       int lr, float a, float b, float A_log, float dt_bias) {
-    static_assert(!KDA, "KDA's gate is a vector over K (load)");
-    float kr[COLS], qr[COLS];
-    rows_of(krow, qrow, lr, kr, qr);
-    g[0] = gate_of(a, dt_bias, expf(A_log));
-    alpha[0] = expf(g[0]);
-    finish(p, b, kr, qr);
-  }
-
- private:
-  __device__ __forceinline__ static void rows_of(const TIn* krow, const TIn* qrow, int lr,
-                                                 float* kr, float* qr) {
-#pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      load_vec<TIn, VEC>(krow + Lay::col(c, lr), &kr[c * VEC]);
-      load_vec<TIn, VEC>(qrow + Lay::col(c, lr), &qr[c * VEC]);
-    }
-  }
-  /// beta, the l2 norms, k^, q^ (scaled), alpha . k^ and k^ . q^.
-  __device__ __forceinline__ void finish(const StepParams& p, float b, const float* kr,
-                                         const float* qr) {
-    beta = beta_of(b, p.beta_bf16);
+    beta = beta_of(to_f32(static_cast<const TIn*>(p.b)[hv]), p.beta_bf16);
     float sk = 0.0f, sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < COLS; ++i) {
