@@ -46,8 +46,7 @@ std::string ssm_family(const engine::ModelConfig& cfg) {
   return m && g ? "mamba2+gdn" : m ? "mamba2" : g ? "gdn" : "none";
 }
 
-void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
-                       int64_t slots, const char* command) {
+double host_available_bytes() {
   std::ifstream f("/proc/meminfo");
   double available = 0;
   for (std::string key; f >> key;) {
@@ -56,6 +55,12 @@ void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t
     if (key == "MemAvailable:") available = kib * 1024.0;
     f.ignore(64, '\n');
   }
+  return available;
+}
+
+void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
+                       int64_t slots, const char* command, bool cuda_runs) {
+  const double available = host_available_bytes();
   if (available <= 0) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const double weights = 4.0 * static_cast<double>(engine::parameter_count(cfg));
@@ -66,17 +71,8 @@ void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t
                      fmt::format("{:.2g}", weights / 4.0), " float32 parameters + ",
                      fmt::format("{:.1f}", state / gib), " GiB for ", slots,
                      " sequences), this machine has ", fmt::format("{:.1f}", available / gib),
-                     " GiB available: use --device cuda, fewer or shorter sequences (--batch, "
-                     "--context) or a smaller model");
-}
-
-CLI::Validator seed_validator() {
-  return CLI::Validator(
-      [](std::string& s) {
-        return s.find('-') != std::string::npos ? "seed " + s + " is negative, expected >= 0"
-                                                : std::string();
-      },
-      "non-negative");
+                     " GiB available: use ", cuda_runs ? "--device cuda, " : "",
+                     "fewer or shorter sequences (--batch, --context) or a smaller model");
 }
 
 double percentile(std::vector<double> v, double q) {

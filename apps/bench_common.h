@@ -31,15 +31,16 @@ BenchSource bench_source(const std::string& arch, const std::string& model, bool
 /// "mamba2", "gdn", "mamba2+gdn" or "none": the kinds of SSM layers of a model.
 std::string ssm_family(const engine::ModelConfig& cfg);
 
+/// The host's available memory in bytes (/proc/meminfo MemAvailable), or 0 where unknown.
+double host_available_bytes();
+
 /// On the CPU, ConfigError (one line) when a model of `cfg` with per-slot memory `per_slot` for
 /// `slots` slots would not fit the host's available memory (/proc/meminfo MemAvailable): the CPU
 /// engine holds the weights as float32 (memory.h parameter_count) and its KV cache as float32.
-/// No check where MemAvailable cannot be read.
+/// No check where MemAvailable cannot be read. `cuda_runs`: the command can run on CUDA (the
+/// message then suggests --device cuda).
 void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
-                       int64_t slots, const char* command);
-
-/// Rejects a negative --seed (CLI11 would wrap it into a huge unsigned value).
-CLI::Validator seed_validator();
+                       int64_t slots, const char* command, bool cuda_runs);
 
 /// Percentile q in [0, 1] of the samples (linear interpolation between order statistics).
 double percentile(std::vector<double> v, double q);

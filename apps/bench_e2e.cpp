@@ -169,7 +169,7 @@ int run_e2e(const E2eArgs& args) {
     engine::validate_options(cfg, options_of(v));
     if (a.device == "cpu") {
       const engine::SequenceBytes sb = engine::sequence_bytes(cfg, options_of(v));
-      check_host_memory(cfg, sb.total(), sb.kv_cache, max_batch, "bench e2e");
+      check_host_memory(cfg, sb.total(), sb.kv_cache, max_batch, "bench e2e", true);
     }
   }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
@@ -275,7 +275,8 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_option("--seed", a->seed, "seed of the random weights, slots and tokens")
       ->check(seed_validator())
       ->capture_default_str();
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"e2e\")");
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"e2e\")")
+      ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
   sub->callback([&action, a] { action = [a] { return run_e2e(*a); }; });

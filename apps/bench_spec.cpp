@@ -150,7 +150,7 @@ int run_spec(const SpecArgs& args) {
     for (const char* v : {"standard", "snapshot", "replay"}) {  // fail early
       engine::validate_options(src.cfg, options(a, v, T, max_batch));
       const engine::SequenceBytes sb = engine::sequence_bytes(src.cfg, options(a, v, T, max_batch));
-      check_host_memory(src.cfg, sb.total(), sb.kv_cache, max_batch, "bench spec");
+      check_host_memory(src.cfg, sb.total(), sb.kv_cache, max_batch, "bench spec", false);
     }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
@@ -285,7 +285,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
       ->capture_default_str();
   sub->add_option("--memory-budget", a->budget_gib,
                   "GiB of per-sequence memory the capacity column is computed for")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   sub->add_option("--device", a->device, "cpu (the CUDA engine does not run verify steps yet)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
@@ -293,7 +293,8 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace")
       ->check(seed_validator())
       ->capture_default_str();
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")");
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")")
+      ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
   sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });
 }

@@ -2,6 +2,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -22,11 +25,49 @@ CLI::Validator in_range(T lo, T hi) {
         T x{};
         if (!CLI::detail::lexical_cast(s, x))
           return "'" + s + "' is not " + (std::is_integral_v<T> ? "a whole number" : "a number");
-        if (x < lo || x > hi) return "value " + s + " not in range " + text(lo) + " to " + text(hi);
+        if (!(x >= lo && x <= hi))  // NaN fails too
+          return "value " + s + " not in range " + text(lo) + " to " + text(hi);
         return std::string();
       },
       CLI::Range(lo, hi).get_description());
   return v;
+}
+
+/// A finite number > 0 ("expected a number > 0"; NaN and infinity are rejected).
+inline CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(s, x)) return "'" + s + "' is not a number";
+        if (!std::isfinite(x) || !(x > 0)) return "value " + s + " is not a finite number > 0";
+        return std::string();
+      },
+      "NUMBER > 0");
+}
+
+/// A non-empty value (an output path, say).
+inline CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s.empty() ? std::string("an empty value, expected a path") : std::string();
+      },
+      "");
+}
+
+/// A seed: a whole number 0 .. 2^64 - 1, written in decimal digits.
+inline CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const char* end = s.data() + s.size();
+        const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+        if (s.empty() || ec == std::errc::invalid_argument || ptr != end)
+          return "'" + s + "' is not a whole number >= 0";
+        if (ec == std::errc::result_out_of_range)
+          return "seed " + s + " is larger than 2^64 - 1 = 18446744073709551615";
+        return std::string();
+      },
+      "UINT in [0 - 2^64-1]");
 }
 
 }  // namespace replayssm::cli

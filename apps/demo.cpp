@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_common.h"
 #include "cli_checks.h"
 #include "commands.h"
 #include "cuda/device.h"
@@ -60,10 +61,29 @@ void print_report(const char* family, const std::string& shape, const DemoOption
              r.max_rel_err, r.max_rel_err < kAgreeTol ? "outputs agree" : "OUTPUTS DIFFER");
 }
 
+/// Host bytes the three stacks hold at once, roughly: per sequence and layer the conventional
+/// state, the checkpoint and L ring records (demo_stacks.h), float32.
+double demo_bytes(const DemoOptions& o) {
+  const bool real = o.shape == "real";
+  auto family = [&](double state, double record) { return 2.0 * state + o.L * record; };
+  const double mamba2 = real ? family(96.0 * 80 * 128, 96 * 80 + 96 + 8 * 128)
+                             : family(8.0 * 32 * 64, 8 * 32 + 8 + 2 * 64);
+  const double gdn = real ? family(32.0 * 128 * 128, 32 * 128 + 32 + 16 * 128)
+                          : family(4.0 * 32 * 32, 4 * 32 + 4 + 2 * 32);
+  const double kda = real ? family(32.0 * 128 * 128, 3 * 32 * 128) : family(4.0 * 32 * 32, 3 * 4 * 32);
+  return 4.0 * o.batch * o.layers * (mamba2 + gdn + kda);
+}
+
 int run_demo(const DemoOptions& o) {
   const bool have_gpu = cuda::device_count() > 0;
   if (o.backend == "cuda")
     throw UnsupportedError("demo: the CUDA path of the demo is not built yet; use --backend cpu");
+  const double need = demo_bytes(o), have = host_available_bytes(), gib = 1024.0 * 1024 * 1024;
+  check<ConfigError>(have <= 0 || need < 0.9 * have, "demo: --batch ", o.batch, " x --layers ",
+                     o.layers, " at --shape ", o.shape, " would need ~",
+                     fmt::format("{:.1f}", need / gib), " GiB, this machine has ",
+                     fmt::format("{:.1f}", have / gib),
+                     " GiB available: use a smaller --batch or --layers");
   fmt::print("replayssm demo: backend cpu{}, batch {}, {} layers per stack, {} steps, L = {}, seed {}\n",
              have_gpu ? " (a CUDA device is present; the CUDA demo path is not built yet)" : "",
              o.batch, o.layers, o.steps, o.L, o.seed);
@@ -93,7 +113,7 @@ void add_demo(CLI::App& app, Action& action) {
   sub->add_option("--steps", o.steps, "decode steps")->check(in_range(1, 1000000));
   sub->add_option("-L,--ring-length", o.L, "ReplaySSM ring length L (tokens per flush)")
       ->check(in_range(1, 1024));
-  sub->add_option("--seed", o.seed, "random seed")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o.seed, "random seed")->check(seed_validator());
   sub->add_option("--shape", o.shape, "layer sizes: small, or real (Nemotron-3-Nano-4B, Qwen3.5-4B, Kimi-Linear)")
       ->check(CLI::IsMember({"small", "real"}));
   sub->add_option("--backend", o.backend, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -136,7 +136,8 @@ void add_eval(CLI::App& app, Action& action) {
       ->check(in_range(0, 64));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"kl\")");
+  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"kl\")")
+      ->check(non_empty());
   sub->add_option("--buckets", a->buckets,
                   "upper edges of the position buckets, comma-separated and increasing "
                   "(default 1024,4096,16384,65536,131072; positions past the last form one more)")

@@ -20,6 +20,11 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string w = argv[i];
     const auto subs = cur->get_subcommands([](CLI::App*) { return true; });
+    // Before the command, the tool itself takes only --help and --version.
+    if (cur == &app && !w.empty() && w[0] == '-' && w != "-h" && w != "--help" &&
+        w != "--version")
+      return "unknown option '" + w + "' of replayssm, expected a command first (demo, info, "
+             "generate, eval, bench) or --help / --version";
     if (w.empty() || w[0] == '-' || subs.empty()) return "";  // options and leaf arguments
     CLI::App* sub = nullptr;
     for (CLI::App* s : subs)
@@ -78,12 +83,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return action();
+    const int rc = action();
+    // Output that could not be written (a full disk, a closed pipe) is an error, not a success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "replayssm: error: writing the output failed\n");
+      return 1;
+    }
+    return rc;
   } catch (const replayssm::Error& e) {
     std::fprintf(stderr, "replayssm: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "replayssm: error: out of host memory (a smaller --batch, --context or "
-                         "model, or a GPU, may fit)\n");
+    std::fprintf(stderr, "replayssm: error: out of host memory (fewer or shorter sequences, a "
+                         "smaller model, or a GPU, may fit)\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "replayssm: internal error: %s\n", e.what());
   }

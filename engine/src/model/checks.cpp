@@ -28,14 +28,14 @@ void check_state_option(const ModelOptions& opt) {
   }
   const StateMode m = engine_state_mode(name);  // ConfigError naming an unknown name
   if (m.is_default()) return;
+  check<UnsupportedError>(opt.spec_T == 0, "state mode '", name, "': speculative decoding runs "
+                          "the fp32 state only (verify is fp32/fp32 in the library)");
   check<ConfigError>(!m.shared || opt.ssm == SsmMode::kConventional, "state mode '", name,
                      "' is a shared baseline (one low-precision state updated every step): it "
                      "runs with --ssm conventional, not ", ssm_mode_name(opt.ssm));
   check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
                      "' is a split mode (checkpoint and read copy apart): it runs with --ssm "
                      "replay, not ", ssm_mode_name(opt.ssm));
-  check<UnsupportedError>(opt.spec_T == 0, "state mode '", name, "': speculative decoding runs "
-                          "the fp32 state only (verify is fp32/fp32 in the library)");
   const bool cuda_split = m.is_split() && m.recurrence == StateFormat::kFp32 &&
                           m.read != StateFormat::kFp16Sr;
   check<UnsupportedError>(!opt.cuda || cuda_split, "state mode '", name, "' is not built on "
