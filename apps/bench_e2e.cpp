@@ -131,7 +131,8 @@ int run_e2e(const E2eArgs& args) {
   const std::string& label = src.label;
 
   std::sort(a.batches.begin(), a.batches.end());
-  a.batches.erase(std::unique(a.batches.begin(), a.batches.end()), a.batches.end());
+  for (size_t i = 1; i < a.batches.size(); ++i)
+    check<ConfigError>(a.batches[i] != a.batches[i - 1], "--batch: ", a.batches[i], " given twice");
   const int64_t max_batch = a.batches.back();
   for (size_t i = 0; i < a.ring_lengths.size(); ++i)
     for (size_t j = 0; j < i; ++j)

@@ -108,10 +108,11 @@ void add_demo(CLI::App& app, Action& action) {
   static DemoOptions o;
   auto* sub = app.add_subcommand(
       "demo", "decode Mamba-2, GDN and KDA layer stacks on random inputs, conventional vs ReplaySSM");
+  sub->option_defaults()->always_capture_default();  // --help shows every default
   sub->add_option("--batch", o.batch, "sequences decoded together")->check(in_range(1, 4096));
   sub->add_option("--layers", o.layers, "SSM layers per stack")->check(in_range(1, 64));
   sub->add_option("--steps", o.steps, "decode steps")->check(in_range(1, 1000000));
-  sub->add_option("-L,--ring-length", o.L, "ReplaySSM ring length L (tokens per flush)")
+  sub->add_option("-L,--ring,--ring-length", o.L, "ReplaySSM ring length L (tokens per flush)")
       ->check(in_range(1, 1024));
   sub->add_option("--seed", o.seed, "random seed")->check(seed_validator());
   sub->add_option("--shape", o.shape, "layer sizes: small, or real (Nemotron-3-Nano-4B, Qwen3.5-4B, Kimi-Linear)")

@@ -69,6 +69,8 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
                               "with --prompt-ids (no tokenizer.json reader yet)");
   for (const auto& t : texts) reqs.push_back({engine::byte_encode(t), o.max_new_tokens});
   if (!o.prompt_ids.empty()) reqs.push_back({parse_ids(o.prompt_ids), o.max_new_tokens});
+  check<ConfigError>(o.prompts_file.empty() || !reqs.empty(), "--prompts: '", o.prompts_file,
+                     "' has no prompt (one per line; blank lines are skipped)");
   check<ConfigError>(!reqs.empty(), "no prompt: give --prompt, --prompts or --prompt-ids");
   return reqs;
 }
@@ -277,6 +279,7 @@ int generate(const GenerateOptions& o) {
 void add_generate(CLI::App& app, Action& action) {
   auto* o = new GenerateOptions;  // lives as long as the app (the process)
   auto* sub = app.add_subcommand("generate", "generate text with a Hugging Face hybrid checkpoint");
+  sub->option_defaults()->always_capture_default();  // --help shows every default
   sub->add_option("--model", o->model, "checkpoint directory (config.json + *.safetensors)")
       ->required()->check(CLI::ExistingDirectory);
   // One word per --prompt: quote a prompt with spaces (a stray word is an error, not a prompt).
