@@ -11,8 +11,17 @@
 
 namespace replayssm::cli {
 
-/// CLI::Range(lo, hi) (same help text), but a value that is not a number of the option's kind says
-/// so ("'abc' is not a whole number") instead of CLI11's "Value abc not in range".
+/// Whether s is, in full, a decimal number of type T (no hex, no trailing characters).
+template <class T>
+bool parse_decimal(const std::string& s, T& x) {
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, x);
+  return !s.empty() && ec == std::errc() && ptr == end;
+}
+
+/// CLI::Range(lo, hi) (same help text), but a value that is not a decimal number of the option's
+/// kind says so ("'abc' is not a whole number") instead of CLI11's "Value abc not in range"; NaN
+/// and hexadecimal are rejected too.
 template <class T>
 CLI::Validator in_range(T lo, T hi) {
   auto text = [](T v) {
@@ -23,7 +32,7 @@ CLI::Validator in_range(T lo, T hi) {
   CLI::Validator v(
       [lo, hi, text](std::string& s) -> std::string {
         T x{};
-        if (!CLI::detail::lexical_cast(s, x))
+        if (!parse_decimal(s, x))
           return "'" + s + "' is not " + (std::is_integral_v<T> ? "a whole number" : "a number");
         if (!(x >= lo && x <= hi))  // NaN fails too
           return "value " + s + " not in range " + text(lo) + " to " + text(hi);
@@ -38,7 +47,7 @@ inline CLI::Validator positive_number() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         double x = 0;
-        if (!CLI::detail::lexical_cast(s, x)) return "'" + s + "' is not a number";
+        if (!parse_decimal(s, x)) return "'" + s + "' is not a number";
         if (!std::isfinite(x) || !(x > 0)) return "value " + s + " is not a finite number > 0";
         return std::string();
       },
