@@ -72,6 +72,11 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
   check<ConfigError>(o.prompts_file.empty() || !reqs.empty(), "--prompts: '", o.prompts_file,
                      "' has no prompt (one per line; blank lines are skipped)");
   check<ConfigError>(!reqs.empty(), "no prompt: give --prompt, --prompts or --prompt-ids");
+  for (size_t i = 0; i < reqs.size(); ++i)  // the engine checks it too, without the flag's name
+    check<ConfigError>(
+        static_cast<int64_t>(reqs[i].prompt.size()) + o.max_new_tokens <= o.max_context,
+        "request ", i, ": prompt (", reqs[i].prompt.size(), " tokens) + -n (", o.max_new_tokens,
+        ") exceeds --max-context ", o.max_context, " (raise it, up to ", 1 << 20, ")");
   return reqs;
 }
 
