@@ -292,9 +292,20 @@ void add_generate(CLI::App& app, Action& action) {
       ->allow_extra_args(false);
   sub->add_option("--prompts", o->prompts_file, "file with one prompt per line")
       ->check(CLI::ExistingFile);
-  sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
+  sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            try {
+              (void)parse_ids(s);
+            } catch (const Error& e) {  // CLI11 puts the option's name in front
+              const std::string m = e.what(), name = "--prompt-ids: ";
+              return m.rfind(name, 0) == 0 ? m.substr(name.size()) : m;
+            }
+            return std::string();
+          },
+          "IDS"));
   sub->add_option("-n,--max-new-tokens", o->max_new_tokens, "tokens to generate per request")
-      ->check(in_range(0, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--device", o->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--ssm", o->ssm, "SSM decoding: conventional, replay or auto (default: "
