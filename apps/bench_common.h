@@ -1,6 +1,7 @@
 // What the whole-model benchmarks (bench e2e, bench spec) share: where the model comes from
 // (--arch NAME --random-weights, --model DIR [--random-weights]) and how timings are summarised.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
+#include "replayssm/errors.h"
 
 namespace replayssm::cli {
 
@@ -41,6 +43,14 @@ double host_available_bytes();
 /// message then suggests --device cuda).
 void check_host_memory(const engine::ModelConfig& cfg, int64_t per_slot, int64_t kv_per_slot,
                        int64_t slots, const char* command, bool cuda_runs);
+
+/// Sorts `values` and raises ConfigError "<option>: <v> given twice" for a repeated value.
+template <class T>
+void sort_unique_or_throw(std::vector<T>& values, const char* option) {
+  std::sort(values.begin(), values.end());
+  for (size_t i = 1; i < values.size(); ++i)
+    check<ConfigError>(values[i] != values[i - 1], option, ": ", values[i], " given twice");
+}
 
 /// Percentile q in [0, 1] of the samples (linear interpolation between order statistics).
 double percentile(std::vector<double> v, double q);

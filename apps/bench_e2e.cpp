@@ -130,9 +130,7 @@ int run_e2e(const E2eArgs& args) {
   const engine::Checkpoint& ck = src.ck;
   const std::string& label = src.label;
 
-  std::sort(a.batches.begin(), a.batches.end());
-  for (size_t i = 1; i < a.batches.size(); ++i)
-    check<ConfigError>(a.batches[i] != a.batches[i - 1], "--batch: ", a.batches[i], " given twice");
+  sort_unique_or_throw(a.batches, "--batch");
   const int64_t max_batch = a.batches.back();
   for (size_t i = 0; i < a.ring_lengths.size(); ++i)
     for (size_t j = 0; j < i; ++j)

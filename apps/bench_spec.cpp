@@ -141,12 +141,8 @@ int run_spec(const SpecArgs& args) {
                           "verify kernels exist; the model's multi-token steps do not): run with "
                           "--device cpu");
   const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench spec");
-  std::sort(a.batches.begin(), a.batches.end());
-  for (size_t i = 1; i < a.batches.size(); ++i)
-    check<ConfigError>(a.batches[i] != a.batches[i - 1], "--batch: ", a.batches[i], " given twice");
-  std::sort(a.Ts.begin(), a.Ts.end());
-  for (size_t i = 1; i < a.Ts.size(); ++i)
-    check<ConfigError>(a.Ts[i] != a.Ts[i - 1], "-T: ", a.Ts[i], " given twice");
+  sort_unique_or_throw(a.batches, "--batch");
+  sort_unique_or_throw(a.Ts, "-T");
   const int64_t max_batch = a.batches.back();
   for (const int T : a.Ts)
     for (const char* v : {"standard", "snapshot", "replay"}) {  // fail early

@@ -64,14 +64,17 @@ void print_report(const char* family, const std::string& shape, const DemoOption
 /// Host bytes the three stacks hold at once, roughly: per sequence and layer the conventional
 /// state, the checkpoint and L ring records (demo_stacks.h), float32.
 double demo_bytes(const DemoOptions& o) {
-  const bool real = o.shape == "real";
   auto family = [&](double state, double record) { return 2.0 * state + o.L * record; };
-  const double mamba2 = real ? family(96.0 * 80 * 128, 96 * 80 + 96 + 8 * 128)
-                             : family(8.0 * 32 * 64, 8 * 32 + 8 + 2 * 64);
-  const double gdn = real ? family(32.0 * 128 * 128, 32 * 128 + 32 + 16 * 128)
-                          : family(4.0 * 32 * 32, 4 * 32 + 4 + 2 * 32);
-  const double kda = real ? family(32.0 * 128 * 128, 3 * 32 * 128) : family(4.0 * 32 * 32, 3 * 4 * 32);
-  return 4.0 * o.batch * o.layers * (mamba2 + gdn + kda);
+  const mamba2::Dims m = mamba2_dims(o);
+  double floats = family(double(m.nheads) * m.headdim * m.d_state,  // record: x, dt, B
+                         double(m.nheads) * m.headdim + m.nheads + m.ngroups * m.d_state);
+  for (const bool kda : {false, true}) {
+    const gdn::Dims g = gdn_dims(o, kda);  // record: u, k^, gate (a vector over K for KDA)
+    floats += family(double(g.num_v_heads) * g.head_v_dim * g.head_k_dim,
+                     double(g.num_v_heads) * g.head_v_dim + g.num_k_heads * g.head_k_dim +
+                         g.num_v_heads * (kda ? g.head_k_dim : 1));
+  }
+  return 4.0 * o.batch * o.layers * floats;
 }
 
 int run_demo(const DemoOptions& o) {

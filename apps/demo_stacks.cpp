@@ -61,11 +61,24 @@ void SharedCursors::commit_all() {
   commit(cursors, rows, make_view(accepted.data(), DType::kI32, {static_cast<int64_t>(accepted.size())}));
 }
 
+mamba2::Dims mamba2_dims(const DemoOptions& o) {
+  return o.shape == "real" ? mamba2::Dims{96, 80, 128, 8} : mamba2::Dims{8, 32, 64, 2};
+}
+
+gdn::Dims gdn_dims(const DemoOptions& o, bool kda) {
+  const bool real = o.shape == "real";
+  if (kda)
+    return real ? gdn::Dims{32, 32, 128, 128, gdn::Gate::kChannel}
+                : gdn::Dims{4, 4, 32, 32, gdn::Gate::kChannel};
+  return real ? gdn::Dims{16, 32, 128, 128, gdn::Gate::kScalar}
+              : gdn::Dims{2, 4, 32, 32, gdn::Gate::kScalar};
+}
+
 // ---- Mamba-2 ------------------------------------------------------------------------------------
 
 Mamba2Stack::Mamba2Stack(const DemoOptions& o)
     : o_(o), cur_(o.batch, o.L), rng_(o.seed) {
-  d_ = o.shape == "real" ? mamba2::Dims{96, 80, 128, 8} : mamba2::Dims{8, 32, 64, 2};
+  d_ = mamba2_dims(o);
   const int64_t B = o.batch, H = d_.nheads, P = d_.headdim, N = d_.d_state, G = d_.ngroups;
   layers_.resize(o.layers);
   for (auto& l : layers_) {
@@ -131,11 +144,7 @@ double Mamba2Stack::output_rel_err() const { return rel_err(y_replay_, y_conv_);
 // ---- Gated DeltaNet / KDA -----------------------------------------------------------------------
 
 GdnStack::GdnStack(const DemoOptions& o, bool kda) : o_(o), cur_(o.batch, o.L), rng_(o.seed + 1) {
-  const bool real = o.shape == "real";
-  if (kda)
-    d_ = real ? gdn::Dims{32, 32, 128, 128, gdn::Gate::kChannel} : gdn::Dims{4, 4, 32, 32, gdn::Gate::kChannel};
-  else
-    d_ = real ? gdn::Dims{16, 32, 128, 128, gdn::Gate::kScalar} : gdn::Dims{2, 4, 32, 32, gdn::Gate::kScalar};
+  d_ = gdn_dims(o, kda);
   const int64_t B = o.batch, H = d_.num_k_heads, HV = d_.num_v_heads, K = d_.head_k_dim,
                 V = d_.head_v_dim, R = o.L, gw = kda ? K : 1;
   layers_.resize(o.layers);

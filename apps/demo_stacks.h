@@ -22,6 +22,10 @@ struct DemoOptions {
   std::string backend = "auto";
 };
 
+/// The layer sizes of each stack for --shape small / real.
+mamba2::Dims mamba2_dims(const DemoOptions& o);
+gdn::Dims gdn_dims(const DemoOptions& o, bool kda);
+
 /// Per-sequence ring cursors shared by all layers of a stack, and the slot ids of the batch.
 struct SharedCursors {
   std::vector<int32_t> origin, h, slot_ids, accepted;

@@ -20,18 +20,18 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string w = argv[i];
     const auto subs = cur->get_subcommands([](CLI::App*) { return true; });
+    std::string names;
+    for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
     // Before the command, the tool itself takes only --help and --version.
     if (cur == &app && !w.empty() && w[0] == '-' && w != "-h" && w != "--help" &&
         w != "--version")
-      return "unknown option '" + w + "' of replayssm, expected a command first (demo, info, "
-             "generate, eval, bench) or --help / --version";
+      return "unknown option '" + w + "' of replayssm, expected a command first (" + names +
+             ") or --help / --version";
     if (w.empty() || w[0] == '-' || subs.empty()) return "";  // options and leaf arguments
     CLI::App* sub = nullptr;
     for (CLI::App* s : subs)
       if (s->check_name(w)) sub = s;
     if (sub == nullptr) {
-      std::string names;
-      for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
       std::string msg = "unknown command '" + w + "' of " + path + ", expected one of " + names;
       if (w == "kernels" || w == "verify")
         msg += " (the kernel benchmarks are build/bench/replayssm_bench kernels|verify)";
