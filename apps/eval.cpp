@@ -53,8 +53,9 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 int run_eval(const EvalArgs& args) {
   EvalArgs a = args;
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  const engine::ModelConfig cfg = engine::parse_config(engine::Checkpoint::open(a.model).config());
   check<ConfigError>(
-      engine::parse_config(engine::Checkpoint::open(a.model).config()).vocab_size == 256,
+      cfg.vocab_size == 256,
       "--model: '", a.model, "' is not a byte-level model (vocab 256); eval reads text as bytes "
       "(no tokenizer.json reader yet)");
   int64_t file_bytes = 0;
@@ -67,6 +68,7 @@ int run_eval(const EvalArgs& args) {
   ref.options.state = "fp32";
   ref.options.cuda = a.device == "cuda";
   std::vector<engine::EvalConfig> cands;
+  std::vector<std::string> emulated;
   for (const std::string& mode : a.states) {
     check<ConfigError>(!mode.empty(), "--state: empty mode name");
     engine::EvalConfig c = ref;
@@ -79,6 +81,10 @@ int run_eval(const EvalArgs& args) {
     c.options.ssm = conventional ? engine::SsmMode::kConventional : engine::SsmMode::kReplay;
     c.options.ring_L = a.ring;
     c.options.state = engine_state(mode);
+    // CUDA: modes without kernels of their own run emulated (same values, fp32 storage).
+    c.options.emulate_state = c.options.cuda;
+    if (c.options.cuda && !engine::cuda_state_native(cfg, c.options.state))
+      emulated.push_back(c.label);
     cands.push_back(c);
   }
   engine::EvalOptions eo;
@@ -92,7 +98,7 @@ int run_eval(const EvalArgs& args) {
   bar.done();
 
   const EvalRunInfo info{a.model, a.text, a.device, a.commit.empty() ? git_commit() : a.commit,
-                         file_bytes, a.buckets};
+                         file_bytes, a.buckets, emulated};
   print_eval_table(info, r);
   if (!a.json_out.empty()) {
     std::ofstream f(std::filesystem::path(a.json_out));
@@ -124,8 +130,9 @@ void add_eval(CLI::App& app, Action& action) {
                   "state modes to evaluate, comma-separated: fp32 (= fp32/fp32), split modes "
                   "recurrence/read (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, "
                   "fp16sr/nvfp4, fp8/nvfp4, fp32/fp8), shared baselines shared-fp16, shared-bf16, "
-                  "shared-fp8, shared-nvfp4; on CUDA: bf16, fp16 and, for Mamba-2 models, "
-                  "fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4")
+                  "shared-fp8, shared-nvfp4; on CUDA also bf16, fp16 (16-bit state); there "
+                  "the modes without kernels of their own run emulated: the mode's values over "
+                  "float32 storage (the report names them)")
       ->delimiter(',');
   sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: auto (shared-* "
                                    "conventional, the others replay), replay or conventional "

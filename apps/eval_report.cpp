@@ -1,7 +1,9 @@
 #include "eval_report.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -35,8 +37,8 @@ json ring(const engine::ModelOptions& o) {
   return o.ssm == engine::SsmMode::kReplay ? json(o.ring_L) : json(nullptr);
 }
 
-json stats_row(const std::string& model, const CandidateResult& c, const EvalStats& s,
-               const std::string& bucket, int64_t windows) {
+json stats_row(const EvalRunInfo& info, const std::string& model, const CandidateResult& c,
+               const EvalStats& s, const std::string& bucket, int64_t windows) {
   return {{"model", model},
           {"state", c.config.label},
           {"variant", variant(c.config.options)},
@@ -51,6 +53,8 @@ json stats_row(const std::string& model, const CandidateResult& c, const EvalSta
           {"top1_agreement", s.top1_agreement},
           {"bits_per_byte", s.bits_per_byte},
           {"ref_bits_per_byte", s.ref_bits_per_byte},
+          {"emulated", std::find(info.emulated.begin(), info.emulated.end(), c.config.label) !=
+                           info.emulated.end()},
           {"baseline", "conventional fp32/fp32"}};
 }
 
@@ -99,6 +103,9 @@ void print_eval_table(const EvalRunInfo& info, const EvalResult& r) {
   }
   fmt::print("\nKL(reference || mode) in nats per position; top-1 = argmax agreement; bits/B = "
              "-log2 p(next byte)\n");
+  if (!info.emulated.empty())
+    fmt::print("emulated on CUDA (the mode's values over float32 storage, no kernels of their "
+               "own): {}\n", fmt::join(info.emulated, ", "));
 }
 
 json eval_json(const EvalRunInfo& info, const EvalResult& r) {
@@ -130,9 +137,9 @@ json eval_json(const EvalRunInfo& info, const EvalResult& r) {
       {"bits_per_byte", "mean -log2 p(actual next byte)"}};
   json rows = json::array();
   for (const CandidateResult& c : r.candidates) {
-    rows.push_back(stats_row(model, c, c.all, "all", r.windows));
+    rows.push_back(stats_row(info, model, c, c.all, "all", r.windows));
     for (const EvalStats& s : c.buckets)
-      rows.push_back(stats_row(model, c, s, engine::bucket_label(s.begin, s.end), r.windows));
+      rows.push_back(stats_row(info, model, c, s, engine::bucket_label(s.begin, s.end), r.windows));
   }
   const CandidateResult* shared = nullptr;
   for (const CandidateResult& c : r.candidates)

@@ -18,6 +18,9 @@ struct EvalRunInfo {
   std::string commit;     ///< git commit of the build ("unknown" when not found)
   int64_t text_tokens = 0;  ///< tokens (bytes) in the file, before --tokens
   std::vector<int64_t> bucket_edges;
+  /// Labels of the modes the CUDA engine ran emulated (ModelOptions::emulate_state: the mode's
+  /// values over float32 storage) rather than with kernels of their own.
+  std::vector<std::string> emulated;
 };
 
 /// The name a state mode is reported under: "fp32" is "fp32/fp32"; other names as given.
@@ -28,7 +31,7 @@ void print_eval_table(const EvalRunInfo& info, const engine::EvalResult& r);
 
 /// The JSON document (DESIGN.md §4). Rows: per candidate, one for all positions (bucket "all")
 /// and one per bucket, with "kl" (mean, nats), "kl_max", "top1_agreement", "bits_per_byte",
-/// "ref_bits_per_byte"; where the "shared-nvfp4" baseline ran, per split mode (precision.h's
+/// "ref_bits_per_byte", "emulated" (EvalRunInfo::emulated); where the "shared-nvfp4" baseline ran, per split mode (precision.h's
 /// split modes: not fp32/fp32) one row
 /// with "kl_reduction_vs_shared" = shared KL / this mode's KL in the 64K-128K bucket (or the
 /// last bucket reached).

@@ -28,13 +28,10 @@ using cuda::check_cuda;
 
 /// The sizes the CUDA kernels run (their headers' contracts), checked before any upload.
 void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
-  // Split state modes run on the Mamba-2 CUDA kernels only (checks.cpp admits fp32/bf16,
-  // fp32/fp16, fp32/fp8 and fp32/nvfp4 on CUDA); the GDN CUDA kernels keep fp32/fp32.
-  if (!engine_state_mode(opt.state).is_default())
-    check<UnsupportedError>(std::none_of(cfg.layers.begin(), cfg.layers.end(),
-                                         [](BlockKind k) { return k == BlockKind::kGdn; }),
-                            "state mode '", opt.state, "' is not built for GDN layers on the "
-                            "CUDA engine (CUDA runs it on Mamba-2 layers): run it with --device cpu");
+  // State modes: checks.cpp admits the ones some CUDA kernel runs; here, for these layers.
+  check<UnsupportedError>(opt.emulate_state || cuda_state_native(cfg, opt.state), "state mode '",
+                          opt.state, "' is not built for GDN layers on the CUDA engine (it runs "
+                          "fp32/bf16 and fp32/fp16 there): run it with --device cpu");
   check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
                           ", expected <= 65535 (kernel batch limit)");
   const auto moe = [](BlockKind k) { return k == BlockKind::kMoe; };

@@ -6,6 +6,7 @@
 // through the library (L2 norm, scale, beta, gate inside the op; fp32 state), the per-head RMSNorm
 // then * silu(z), out_proj accumulated into the residual.
 #include "cuda/mixers.h"
+#include "cuda/state_emulation.h"
 #include "model/weights.h"
 #include "replayssm/gdn.h"
 
@@ -42,6 +43,17 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     cache_.ring_u = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
     cache_.ring_k = device_view(a.alloc_n<float>(S * Hk * R * dk), DType::kF32, {S, Hk, R, dk});
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
+    // Split modes fp32/bf16 and fp32/fp16 run in the library (a 16-bit read copy, and each
+    // record's raw v and beta: the flush recomputes u from the checkpoint); other modes are
+    // emulated, split ones over fp32/fp16.
+    emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kGdn, a, S, Hv, dv, dk, sh.ssm_layers++);
+    cache_.mode = emu_.library_mode();
+    if (cache_.mode.is_split()) {
+      cache_.ring_v = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
+      cache_.ring_beta = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
+      const DType rd = cache_.mode.read == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
+      cache_.read.values = device_view(alloc_state(a, rd, S * Hv * dv * dk), rd, {S, Hv, dv, dk});
+    }
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
@@ -81,6 +93,9 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
       gdn::replay_step(layer_, cache_, sh_.cursors, in, st.rows, y);
     else
       gdn::conventional_step(layer_, cache_, in, st.rows, y);
+    emu_.after_step(static_cast<float*>(cache_.state.data),
+                    static_cast<uint16_t*>(cache_.read.values.data), st.slots, B,
+                    sh_.cursors.is_flush.ptr<int8_t>(), st.stream);
 
     GatedNorm gn;  // norm per value head (weight [dv] shared), then * silu(z)
     gn.y = s.y;
@@ -100,6 +115,8 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
   void reset(const Rows& rows) override {
     zero_conv_state(conv_state_, c_.conv_dim() * c_.conv_kernel, rows, sh_.slots);
     gdn::reset_slots(cache_, rows);
+    emu_.reset(rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
+               static_cast<cudaStream_t>(rows.stream));
   }
 
  private:
@@ -129,6 +146,7 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
   float *conv_w_ = nullptr, *norm_w_ = nullptr, *conv_state_ = nullptr;
   gdn::Layer layer_;
   gdn::Cache cache_;
+  StateEmulation emu_;
 };
 
 }  // namespace

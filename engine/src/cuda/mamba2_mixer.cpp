@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cuda/mixers.h"
+#include "cuda/state_emulation.h"
 #include "model/weights.h"
 #include "replayssm/mamba2.h"
 
@@ -46,10 +47,11 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});
     // Split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 (replay only): the read copy
     // (precision.h layout: values and scales) next to the fp32 checkpoint; the library's
-    // reset_slots clears it with the checkpoint.
-    cache_.mode = sh.state_mode;
-    if (sh.state_mode.has_read_copy()) {
-      const StateFormat rf = sh.state_mode.read;
+    // reset_slots clears it with the checkpoint. Other modes: emulated over fp32/fp32.
+    emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kMamba2, a, S, Hh, P, N, sh.ssm_layers++);
+    cache_.mode = emu_.library_mode();
+    if (cache_.mode.has_read_copy()) {
+      const StateFormat rf = cache_.mode.read;
       const DType u8 = DType::kU8, f32 = DType::kF32;
       if (rf == StateFormat::kNvfp4) {
         cache_.read.values = device_view(a.alloc_n<uint8_t>(S * Hh * P * N / 2), u8, {S, Hh, P, N / 2});
@@ -105,10 +107,15 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     in.B = device_view(s.B, DType::kF32, {B, c_.ngroups, c_.d_state});
     in.C = device_view(s.C, DType::kF32, {B, c_.ngroups, c_.d_state});
     const TensorView y = device_view(s.y, DType::kF32, {B, Hh, c_.headdim});
-    if (sh_.mode == SsmMode::kReplay)
+    float* const state = static_cast<float*>(cache_.state.data);  // fp32 whenever emulating
+    const int8_t* const is_flush = sh_.cursors.is_flush.ptr<int8_t>();
+    if (sh_.mode == SsmMode::kReplay) {
+      emu_.before_step(state, st.slots, B, is_flush, st.stream);
       mamba2::replay_step(layer_, cache_, sh_.cursors, in, st.rows, y);
-    else
+    } else {
       mamba2::conventional_step(layer_, cache_, in, st.rows, y);
+    }
+    emu_.after_step(state, nullptr, st.slots, B, is_flush, st.stream);
 
     GatedNorm gn;
     gn.y = s.y;
@@ -128,6 +135,8 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
   void reset(const Rows& rows) override {
     zero_conv_state(conv_state_, c_.conv_dim() * c_.conv_kernel, rows, sh_.slots);
     mamba2::reset_slots(cache_, rows);
+    emu_.reset(rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
+               static_cast<cudaStream_t>(rows.stream));
   }
 
  private:
@@ -155,6 +164,7 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
   Mamba2Config c_;
   float eps_;
   CudaShared& sh_;
+  StateEmulation emu_;
   int64_t proj_out_ = 0;
   DeviceLinear in_proj_, out_proj_;
   float *conv_w_ = nullptr, *conv_b_ = nullptr, *norm_w_ = nullptr, *dt_bias_ = nullptr;

@@ -40,9 +40,10 @@ struct CudaShared {
   RingCursors cursors;  ///< device views
   double dt_floor = 0.0;
   DType state_dtype = DType::kF32;  ///< SSM state / checkpoint storage (ModelOptions::state)
-  /// Split state mode of the Mamba-2 layers (fp32/fp32, or fp32/bf16 / fp32/fp16: the fp32
-  /// checkpoint plus a 16-bit read copy [slots, H, P, N] that ordinary replay steps read).
+  /// State precision mode of the SSM layers as requested (ModelOptions::state): what the
+  /// library's CUDA kernels run natively, or else emulated (state_emulation.h).
   StateMode state_mode{};
+  int64_t ssm_layers = 0;  ///< SSM layers built so far (the SR seeds' layer index)
   int64_t slots = 0, context = 0;
   DeviceArena* arena = nullptr;
 };

@@ -36,12 +36,27 @@ void check_state_option(const ModelOptions& opt) {
   check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
                      "' is a split mode (checkpoint and read copy apart): it runs with --ssm "
                      "replay, not ", ssm_mode_name(opt.ssm));
-  const bool cuda_split = m.is_split() && m.recurrence == StateFormat::kFp32 &&
-                          m.read != StateFormat::kFp16Sr;
-  check<UnsupportedError>(!opt.cuda || cuda_split, "state mode '", name, "' is not built on "
-                          "the CUDA engine (it runs fp32, bf16, fp16 and, for Mamba-2 layers, "
-                          "fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4): run it with "
-                          "--device cpu");
+  // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy
+  // (which layer kinds: cuda_model.cpp); anything else only emulated (ModelOptions::emulate_state).
+  const bool cuda_native = cuda_mode_native(m, /*gdn=*/false);
+  check<UnsupportedError>(!opt.cuda || cuda_native || opt.emulate_state, "state mode '", name,
+                          "' is not built on the CUDA engine (its kernels run fp32, bf16, fp16, "
+                          "fp32/bf16, fp32/fp16 and, for Mamba-2 layers, fp32/fp8 and "
+                          "fp32/nvfp4): run it with --device cpu");
+}
+
+bool cuda_mode_native(const StateMode& m, bool gdn) {
+  if (m.is_default()) return true;
+  if (m.shared || m.recurrence != StateFormat::kFp32) return false;
+  if (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16) return true;
+  return !gdn && (m.read == StateFormat::kFp8 || m.read == StateFormat::kNvfp4);
+}
+
+bool cuda_state_native(const ModelConfig& cfg, const std::string& state) {
+  if (state == "bf16" || state == "fp16") return true;
+  const bool gdn = std::any_of(cfg.layers.begin(), cfg.layers.end(),
+                               [](BlockKind k) { return k == BlockKind::kGdn; });
+  return cuda_mode_native(engine_state_mode(state), gdn);
 }
 
 ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "replayssm/engine/model.h"
+#include "replayssm/precision.h"
 
 namespace replayssm::engine {
 
@@ -16,9 +17,13 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt);
 /// The state mode name (ModelOptions::state): "fp32"; "bf16" / "fp16" (CUDA only:
 /// UnsupportedError on the CPU); any name of precision.h (ConfigError naming an unknown one).
 /// Shared modes need SsmMode::kConventional, split modes kReplay (ConfigError); other modes than
-/// fp32/fp32 run without speculative steps (UnsupportedError), and on CUDA only fp32/bf16 and
-/// fp32/fp16 (UnsupportedError naming the mode; the CUDA model checks its layer kinds).
+/// fp32/fp32 run without speculative steps (UnsupportedError), and on CUDA only those some CUDA
+/// kernel runs unless options.emulate_state (UnsupportedError naming the mode; the CUDA model
+/// checks its layer kinds).
 void check_state_option(const ModelOptions& opt);
+
+/// Whether the CUDA kernels run mode m on one SSM layer kind (model.h cuda_state_native).
+bool cuda_mode_native(const StateMode& m, bool gdn);
 
 /// SlotError for an id outside [0, max_slots) or one given twice.
 void check_slot_ids(std::span<const int32_t> slots, int32_t max_slots);

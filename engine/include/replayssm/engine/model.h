@@ -33,14 +33,21 @@ struct ModelOptions {
   ///     arithmetic, rounded every step (a shared baseline; on the CPU: "shared-bf16/-fp16").
   ///   split modes "<recurrence>/<read>" (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4,
   ///     fp16sr/nvfp4, fp8/nvfp4, fp32/fp8): ssm kReplay only; the checkpoint in the recurrence
-  ///     format, ordinary steps read the read copy. CPU: every SSM layer; CUDA: fp32/bf16 and
-  ///     fp32/fp16 on Mamba-2 layers only.
-  ///   shared baselines "shared-<f>" (fp16, bf16, fp8, nvfp4): ssm kConventional only, CPU only.
+  ///     format, ordinary steps read the read copy. CPU: every SSM layer; CUDA kernels:
+  ///     fp32/bf16, fp32/fp16 (Mamba-2 and GDN layers), fp32/fp8, fp32/nvfp4 (Mamba-2 layers).
+  ///   shared baselines "shared-<f>" (fp16, bf16, fp8, nvfp4): ssm kConventional only; CPU, or
+  ///     CUDA with emulate_state.
   /// A shared name with kReplay or a split name with kConventional: ConfigError; an unknown name:
   /// ConfigError naming it; a mode the backend does not run: UnsupportedError naming it. Other
   /// modes than fp32 run without speculative steps (spec_T 0). Stochastic rounding (fp16sr) draws
   /// its bits from a seed per (SSM layer, slot); reset() restarts a slot's draws.
   std::string state = "fp32";
+  /// CUDA: run the modes the CUDA kernels do not have (every other split mode and the shared
+  /// baselines, on either layer kind) with the same rounding over float32 storage (the values are
+  /// the mode's; memory and speed are not: for accuracy studies such as `replayssm eval`). GDN
+  /// fp8 / nvfp4 read copies pass through a float16 buffer: one more rounding of relative size
+  /// <= 2^-11 on top of the format's own. false: such a mode raises UnsupportedError.
+  bool emulate_state = false;
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
   /// Mamba-2: clamp dt from below at this value after softplus (0: none). Reproduces HF versions
@@ -54,6 +61,12 @@ struct ModelOptions {
   /// accepted one selected by accept()). CPU only: the CUDA engine raises UnsupportedError.
   int32_t spec_T = 0;
 };
+
+/// Whether the CUDA engine's kernels run state mode `state` (a ModelOptions::state name) on every
+/// SSM layer of `cfg` as it is (else the CUDA engine needs ModelOptions::emulate_state): fp32,
+/// bf16, fp16, fp32/bf16 and fp32/fp16 everywhere, fp32/fp8 and fp32/nvfp4 where the SSM layers
+/// are Mamba-2 only. ConfigError for an unknown name.
+bool cuda_state_native(const ModelConfig& cfg, const std::string& state);
 
 /// Checks options against a config as Model::load does before reading any weight: ConfigError /
 /// UnsupportedError naming the bad value, including, with options.cuda, a missing CUDA build or
