@@ -7,8 +7,9 @@
 //  * the assembled modes on the bundled models against the CPU engine's own implementation of
 //    each mode (src/cpu, the library's CPU backend): KL(fp32 reference || mode) over the same
 //    text. The engines differ by bf16 GEMMs (test_model_cuda.cpp), so the comparison is of the
-//    modes' error sizes: within a factor 3 of each other (modes differ from one another by 10x to
-//    1e6x: a missing rounding, a mode swapped for another or a corrupted state is far outside).
+//    modes' error sizes: within a factor 3 of each other where the CPU's KL is above the CUDA
+//    engine's own floor (modes differ from one another by 10x to 1e6x: a missing rounding, a
+//    mode swapped for another or a corrupted state is far outside), below 3e-5 under it.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -187,51 +188,58 @@ std::vector<int32_t> text_tokens(size_t n) {
   return byte_encode(s.substr(0, n));
 }
 
-/// KL(fp32/fp32 || mode) per mode on one engine, the reference on the mode's own SSM path
-/// (conventional for shared baselines, ReplaySSM L = 16 for split modes), so that what differs is
-/// the mode's rounding only (on CUDA, replay against conventional alone moves the logits through
-/// bf16 activations: test_model_cuda.cpp).
-double kl_of_mode(const std::string& model, const std::string& mode, bool cuda,
-                  std::span<const int32_t> tokens, double* top1) {
+/// KL(fp32/fp32 || mode) of each mode on one engine (candidates in the order of `modes`), the
+/// reference on the modes' own SSM path (conventional for shared baselines, ReplaySSM L = 16 for
+/// split modes), so that what differs is the modes' rounding only (on CUDA, replay against
+/// conventional alone moves the logits through bf16 activations: test_model_cuda.cpp).
+EvalResult kl_of_modes(const std::string& model, const std::vector<std::string>& modes,
+                       bool shared, bool cuda, std::span<const int32_t> tokens) {
   EvalConfig ref;
   ref.label = "fp32/fp32";
-  ref.options.ssm = mode.rfind("shared-", 0) == 0 ? SsmMode::kConventional : SsmMode::kReplay;
+  ref.options.ssm = shared ? SsmMode::kConventional : SsmMode::kReplay;
   ref.options.ring_L = 16;
   ref.options.cuda = cuda;
-  EvalConfig c = ref;
-  c.label = mode;
-  c.options.state = mode;
-  c.options.emulate_state = cuda;
+  std::vector<EvalConfig> cands;
+  for (const std::string& m : modes) {
+    EvalConfig c = ref;
+    c.label = m;
+    c.options.state = m;
+    c.options.emulate_state = cuda;
+    cands.push_back(c);
+  }
   EvalOptions o;
   o.windows = 2;
-  const EvalResult r = evaluate(model, tokens, ref, std::span<const EvalConfig>(&c, 1), o);
-  *top1 = r.candidates[0].all.top1_agreement;
-  return r.candidates[0].all.kl;
+  return evaluate(model, tokens, ref, cands, o);
 }
 
 TEST(StateEmulationCuda, ModesMatchTheCpuEngineOnTheBundledModels) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
-  const std::vector<std::string> modes{"shared-fp8", "shared-nvfp4", "fp16sr/fp16sr",
-                                       "fp32/nvfp4", "fp16sr/nvfp4", "fp8/nvfp4",
-                                       "fp32/fp8",   "fp32/bf16"};
-  const auto tokens = text_tokens(2 * 320);
+  const std::vector<std::string> shared{"shared-fp8", "shared-nvfp4"};
+  const std::vector<std::string> split{"fp16sr/fp16sr", "fp32/nvfp4", "fp16sr/nvfp4",
+                                       "fp8/nvfp4",     "fp32/fp8",   "fp32/bf16"};
+  const auto tokens = text_tokens(2 * 200);
   for (const char* name : {"nemotron-h-tiny", "qwen3-next-tiny"}) {
     const std::string model = (fs::path(RSSM_SOURCE_DIR) / "models" / name).string();
-    for (const std::string& mode : modes) {
-      double t_cpu = 0, t_gpu = 0;
-      const double a = kl_of_mode(model, mode, false, tokens, &t_cpu);
-      const double b = kl_of_mode(model, mode, true, tokens, &t_gpu);
-      std::printf("[%s] %-13s KL vs fp32/fp32: CPU %.3e  CUDA %.3e  (top-1 %.4f / %.4f)\n", name,
-                  mode.c_str(), a, b, t_cpu, t_gpu);
-      EXPECT_GT(b, 0.0) << name << " " << mode << ": the mode's rounding did not take effect";
-      // Below ~1e-7 the modes' errors compete with the engines' own differences (bf16 GEMMs):
-      // they only have to stay that small.
-      if (a < 1e-7) {
-        EXPECT_LT(b, 1e-6) << name << " " << mode;
-        continue;
+    for (const auto* modes : {&shared, &split}) {
+      const bool sh = modes == &shared;
+      const EvalResult cpu = kl_of_modes(model, *modes, sh, false, tokens);
+      const EvalResult gpu = kl_of_modes(model, *modes, sh, true, tokens);
+      for (size_t i = 0; i < modes->size(); ++i) {
+        const std::string& mode = (*modes)[i];
+        const EvalStats &a = cpu.candidates[i].all, &b = gpu.candidates[i].all;
+        std::printf("[%s] %-13s KL vs fp32/fp32: CPU %.3e  CUDA %.3e  (top-1 %.4f / %.4f)\n",
+                    name, mode.c_str(), a.kl, b.kl, a.top1_agreement, b.top1_agreement);
+        EXPECT_GT(b.kl, 0.0) << name << " " << mode << ": the mode's rounding did not take effect";
+        // Any difference at all moves the CUDA engine's logits through its bf16 activations
+        // (H200: KL 1e-6 .. 1e-5 for fp32/fp32 replay against conventional); below that the
+        // modes only have to stay there.
+        if (a.kl < 1e-5) {
+          EXPECT_LT(b.kl, 3e-5) << name << " " << mode;
+          continue;
+        }
+        EXPECT_GT(b.kl, a.kl / 3) << name << " " << mode;
+        EXPECT_LT(b.kl, a.kl * 3) << name << " " << mode;
       }
-      EXPECT_GT(b, a / 3) << name << " " << mode;
-      EXPECT_LT(b, a * 3) << name << " " << mode;
     }
   }
 }

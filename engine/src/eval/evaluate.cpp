@@ -1,6 +1,8 @@
 // The teacher-forced evaluation loop: W windows of the text decoded in lockstep by the reference
 // and every candidate, compared position by position (eval.h).
+#include <algorithm>
 #include <chrono>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -51,6 +53,9 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
                        "' has vocabulary ", cands.back()->config().vocab_size, ", expected ", V);
   }
 
+  const bool all_cuda =
+      ref->options().cuda &&
+      std::all_of(cands.begin(), cands.end(), [](const auto& m) { return m->options().cuda; });
   std::vector<int32_t> slots(W), feed(W);
   for (int64_t w = 0; w < W; ++w) slots[w] = static_cast<int32_t>(w);
   ref->reset(slots);
@@ -64,9 +69,24 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t t = 0; t < steps; ++t) {
     for (int64_t w = 0; w < W; ++w) feed[w] = tokens[w * n + t];
-    ref->step(feed, slots, ref_logits);
-    for (size_t c = 0; c < C; ++c)
-      cands[c]->step(feed, slots, std::span<float>(cand_logits).subspan(c * W * V, W * V));
+    // CUDA models step concurrently from host threads (each has its own stream, so one model's
+    // small kernels fill the gaps of another's): the results are the same, only sooner. CPU
+    // models parallelise inside a step, so they step one after another.
+    std::exception_ptr failed;
+#pragma omp parallel for schedule(static, 1) num_threads(int(C) + 1) if (all_cuda)
+    for (int64_t i = 0; i <= int64_t(C); ++i) {
+      try {
+        if (i == 0)
+          ref->step(feed, slots, ref_logits);
+        else
+          cands[size_t(i - 1)]->step(
+              feed, slots, std::span<float>(cand_logits).subspan(size_t(i - 1) * W * V, W * V));
+      } catch (...) {
+#pragma omp critical(rssm_eval_error)
+        if (!failed) failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
     while (t >= buckets[b].end) ++b;
     for (int64_t w = 0; w < W; ++w) {
       const std::span<const float> ref_row(ref_logits.data() + w * V, V);
