@@ -3,8 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -387,20 +387,24 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   const int64_t rows_b = std::max<int64_t>(batch, 1);
   p.heads_per_block = 1;
   if (group) {
-    // The group kernel: as many heads per block as keep two blocks per SM and at least one full
-    // wave of them (a block's chain is paid once for its heads and overlaps their stream); small
-    // batches take one head and split its rows in whole 8-row chunks.
+    // The group kernel: the heads per block K that give the fewest waves of two blocks per SM,
+    // and among those the most blocks (smallest K). A block pays its chain (cursor -> ring ->
+    // weights) once per wave, and blocks resident together hide each other's latency: H200,
+    // Super-120B batch 8, K 2 -> 4 (512 -> 256 blocks, 2 -> 1 wave): ordinary step 24.4 ->
+    // 18.2 µs; at batch 32 .. 512 this picks the K the largest-K rule did (bench/NOTES.md
+    // "wave quantisation"). Small batches then split one head's rows in whole 8-row chunks.
     const int64_t max_rows =
         std::min<int64_t>(d.headdim, 15 * unit) / kGroupRowUnit * kGroupRowUnit;
-    if (max_rows == d.headdim)
-      for (int64_t K = hpg; K > 1; --K) {
+    if (max_rows == d.headdim) {
+      int64_t best = std::numeric_limits<int64_t>::max();
+      for (int64_t K = 1; K <= hpg; ++K) {
         if (hpg % K != 0) continue;
         if (group_smem(d, K, d.headdim, L, state_bits, ring) > kGroupSmemBudget) continue;
         if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
-        if (rows_b * d.nheads / K < 2 * sms) continue;
-        p.heads_per_block = static_cast<int>(K);
-        break;
+        const int64_t waves = cdiv(rows_b * d.nheads / K, 2 * sms);
+        if (waves < best) best = waves, p.heads_per_block = static_cast<int>(K);
       }
+    }
     int64_t rows = d.headdim;
     if (p.heads_per_block == 1)
       while (rows > max_rows ||
