@@ -7,10 +7,10 @@
 namespace replayssm {
 namespace {
 
-TEST(Dispatch, Mamba2ReplaysFromBatch32WithAtMost16) {
-  for (int64_t b : {0, 1, 8, 31})
+TEST(Dispatch, Mamba2ReplaysFromBatch16WithAtMost16) {
+  for (int64_t b : {0, 1, 8, 15})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
-  for (int64_t b : {32, 64, 128, 256, 512}) {
+  for (int64_t b : {16, 32, 64, 128, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 8), 8);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 32), 16);

@@ -16,9 +16,9 @@ const char* ssm_family_name(SsmFamily f);
 /// batch both when every row flushes on the same step ("window") and when the rows' flushes are
 /// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
 /// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*, kernels-mamba2-*):
-///   Mamba-2 (Nano-4B, Super; d28ee08, flush rows in their own launch): window 1.36-1.37x and
-///     mixed 1.23-1.24x at batch 32, mixed 1.34-1.59x from batch 64; at batch 8 both < 1 (window
-///     0.79-0.84x): L = min(requested, 16) at batch >= 32.
+///   Mamba-2 (Nano-4B, Super; 613ae4b, heads per block by fewest waves): window 1.32-1.33x and
+///     mixed 1.14-1.16x at batch 16, mixed 1.24-1.29x at 32, 1.33-1.64x from 64; at batch 8 the
+///     mixed phases 0.92x (Nano-4B): L = min(requested, 16) at batch >= 16.
 ///   GDN (Qwen3.5-4B, -122B; group kernel, 7241bec): mixed 0.93-0.96x at batch 32, 1.07-1.40x from
 ///     batch 64 (window 1.24-1.43x from 32): L = min(requested, 16) at batch >= 64.
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
