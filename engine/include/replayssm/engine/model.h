@@ -96,6 +96,9 @@ struct StepTiming {
   int32_t warmup_steps = 0;
 };
 
+/// A loaded model. One instance is not thread-safe; distinct CUDA instances may be stepped from
+/// different host threads at once (each owns its stream, device memory and cuBLAS handle; graph
+/// capture is thread-local), which evaluate() does.
 class Model {
  public:
   virtual ~Model() = default;
