@@ -10,6 +10,7 @@
 //    modes' error sizes: within a factor 3 of each other where the CPU's KL is above the CUDA
 //    engine's own floor (modes differ from one another by 10x to 1e6x: a missing rounding, a
 //    mode swapped for another or a corrupted state is far outside), below 3e-5 under it.
+//  * evaluate()'s concurrent CUDA models: identical configurations stay bit-identical.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -239,6 +240,34 @@ TEST(StateEmulationCuda, ModesMatchTheCpuEngineOnTheBundledModels) {
         }
         EXPECT_GT(b.kl, a.kl / 3) << name << " " << mode;
         EXPECT_LT(b.kl, a.kl * 3) << name << " " << mode;
+      }
+    }
+  }
+}
+
+// evaluate() steps CUDA models concurrently, one host thread each: identical configurations must
+// still give bit-identical logits (KL exactly 0) on both bundled models, for a native mode and an
+// emulated one, while other models run beside them (a race on shared state would show here).
+TEST(StateEmulationCuda, ConcurrentModelsInEvalAreDeterministic) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  const auto tokens = text_tokens(3 * 150);
+  for (const char* name : {"nemotron-h-tiny", "qwen3-next-tiny"}) {
+    const std::string model = (fs::path(RSSM_SOURCE_DIR) / "models" / name).string();
+    for (const char* state : {"fp32", "fp16sr/nvfp4"}) {
+      EvalConfig ref;
+      ref.label = state;
+      ref.options.cuda = true;
+      ref.options.state = state;
+      ref.options.emulate_state = true;
+      ref.options.ring_L = 8;
+      const std::vector<EvalConfig> cands(4, ref);
+      EvalOptions o;
+      o.windows = 3;
+      const EvalResult r = evaluate(model, tokens, ref, cands, o);
+      for (const CandidateResult& c : r.candidates) {
+        EXPECT_EQ(c.all.kl, 0.0) << name << " " << state;
+        EXPECT_EQ(c.all.kl_max, 0.0) << name << " " << state;
+        EXPECT_EQ(c.all.bits_per_byte, c.all.ref_bits_per_byte) << name << " " << state;
       }
     }
   }
