@@ -6,10 +6,10 @@
 One panel per model (the files' "model"), one line per evaluated mode (state, ssm, L), log y axis:
 the mean KL in nats of each position bucket (positions counted within each window). A mode whose
 KL is exactly 0 everywhere (a configuration against itself) has no point on a log axis and is named
-in the legend as "= 0". An OUT ending in .svg is written directly (no dependencies; split modes
-solid, shared baselines dashed, one colour per read format, x = bucket start position); other
-formats need matplotlib: without it the script says so and exits 0 without a plot (the JSON is
-still checked).
+in the legend as "= 0"; modes run emulated on CUDA ("emulated": true) are marked "*". An OUT
+ending in .svg is written directly (no dependencies; split modes solid, shared baselines dashed,
+one colour per read format, x = bucket start position); other formats need matplotlib: without it
+the script says so and exits 0 without a plot (the JSON is still checked).
 """
 import argparse
 import json
@@ -113,6 +113,8 @@ def series(docs):
                 continue
             L = r.get("L")
             label = f"{r['state']} {r['variant']}" + (f" L={L}" if L is not None else "")
+            if r.get("emulated"):  # a CUDA run of a mode without kernels of its own
+                label += " *"
             pts = out.setdefault(r["model"], {}).setdefault(label, [])
             pts.append((r["bucket_begin"], r["bucket"], r["kl"]))
     for modes in out.values():
@@ -126,11 +128,15 @@ def main():
     ap.add_argument("results", nargs="+", help="eval JSON files")
     ap.add_argument("out", help="output image (.png, .pdf, .svg)")
     args = ap.parse_args()
-    data = series([load(p) for p in args.results])
+    docs = [load(p) for p in args.results]
+    data = series(docs)
     if not data:
         sys.exit("plot_kl: no KL rows in the results")
+    title = "Teacher-forced KL vs conventional fp32 decoding"
+    if any(r.get("emulated") for d in docs for r in d["rows"]):
+        title += " (* emulated on CUDA: the mode's values over fp32 storage)"
     if args.out.endswith(".svg"):
-        write_svg(data, args.out, "Teacher-forced KL vs conventional fp32 decoding")
+        write_svg(data, args.out, title)
         print(f"wrote {args.out}")
         return 0
     try:
@@ -162,7 +168,7 @@ def main():
         ax.set_title(model)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Teacher-forced KL vs conventional fp32 decoding")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(args.out, dpi=130)
     print(f"wrote {args.out}")
