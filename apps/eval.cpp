@@ -69,7 +69,10 @@ int run_eval(const EvalArgs& args) {
   ref.options.cuda = a.device == "cuda";
   std::vector<engine::EvalConfig> cands;
   std::vector<std::string> emulated;
-  for (const std::string& mode : a.states) {
+  for (const std::string& given : a.states) {
+    // "fp32, fp32/bf16": the spaces around a comma are not part of the names.
+    const size_t b = given.find_first_not_of(" \t"), e = given.find_last_not_of(" \t");
+    const std::string mode = b == std::string::npos ? std::string() : given.substr(b, e - b + 1);
     check<ConfigError>(!mode.empty(), "--state: empty mode name");
     engine::EvalConfig c = ref;
     c.label = state_label(engine_state(mode));

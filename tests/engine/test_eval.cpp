@@ -224,6 +224,21 @@ TEST(Eval, BadArgumentsRaiseTypedErrors) {
     } catch (const ConfigError&) {
     }
   }
+  // A split mode whose read copy is never read would report KL 0 whatever it rounds: L = 1 (also
+  // as the dispatcher's choice for ring_L 0 at 2 windows), or windows of at most L + 1 tokens.
+  expect_error<ConfigError>(eval(tokens, {config("s", SsmMode::kReplay, 1, "fp32/nvfp4")}, 2),
+                            "split mode at L = 1");
+  expect_error<ConfigError>(eval(tokens, {config("s", SsmMode::kReplay, 0, "fp32/nvfp4")}, 2),
+                            "split mode at the dispatcher's L = 1");
+  expect_error<ConfigError>(eval(std::span(tokens).first(17), {config("s", SsmMode::kReplay, 16,
+                                                                      "fp32/nvfp4")}, 1),
+                            "split mode over a window of L + 1 tokens");
+  EXPECT_GT(run(kMamba, std::span(tokens).first(18), ref,
+                {config("s", SsmMode::kReplay, 16, "fp32/nvfp4")}, 1)
+                .candidates[0]
+                .all.kl,
+            0.0)
+      << "a window of L + 2 tokens reads the copy once";
   expect_error<ShapeError>([] { compare_logits(std::vector<float>(3), std::vector<float>(4), 0); },
                            "row sizes");
   expect_error<ConfigError>([] { compare_logits(std::vector<float>(3), std::vector<float>(3), 3); },

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eval/stats.h"
+#include "model/state_store.h"
 #include "replayssm/errors.h"
 
 namespace replayssm::engine {
@@ -37,6 +38,17 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
     o.max_context = static_cast<int32_t>(n);
     auto m = Model::load(model_dir, o);
     as_run = {c.label, m->options()};
+    // A split mode's read copy is first read on the step after the first flush (before it the
+    // copy is the zero state, exact in every format; the first flush is step L - 1 at the
+    // latest): at L = 1 (every step flushes) or over windows of n - 1 <= L steps it is never
+    // read, and the KL would report 0 whatever the mode.
+    const ModelOptions& ro = m->options();
+    if (engine_state_mode(ro.state).is_split() && ro.ssm == SsmMode::kReplay)
+      check<ConfigError>(ro.ring_L >= 2 && n - 1 > ro.ring_L, "'", c.label, "': a split state "
+                         "mode at ring length L = ", ro.ring_L, " over windows of ", n,
+                         " tokens never reads its read copy (L = 1 flushes every step; the first "
+                         "flush comes at step L - 1): use L >= 2 and windows of more than L + 1 "
+                         "tokens");
     return m;
   };
   EvalResult r;

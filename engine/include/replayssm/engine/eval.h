@@ -93,7 +93,9 @@ using EvalProgress = std::function<void(int64_t, int64_t)>;
 /// `tokens` (ids in [0, vocab)), teacher-forced, W windows in lockstep.
 /// Errors (raised before any decoding): ConfigError (fewer than 2 tokens, windows < 1, a window
 /// shorter than 2 tokens, bucket edges not strictly increasing and positive, no candidate, a token
-/// out of range); from Model::load: UnsupportedError (a state mode or device not built),
+/// out of range, a split state mode whose read copy would never be read: ring length L < 2 as
+/// run, e.g. ring_L 0 resolved by the dispatcher to 1, or windows of at most L + 1 tokens); from
+/// Model::load: UnsupportedError (a state mode or device not built),
 /// ConfigError, CheckpointError.
 EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> tokens,
                     const EvalConfig& reference, std::span<const EvalConfig> candidates,
