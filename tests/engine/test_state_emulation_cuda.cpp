@@ -10,11 +10,14 @@
 //    modes' error sizes: within a factor 3 of each other where the CPU's KL is above the CUDA
 //    engine's own floor (modes differ from one another by 10x to 1e6x: a missing rounding, a
 //    mode swapped for another or a corrupted state is far outside), below 3e-5 under it.
+//  * the assembled passes (before_step / after_step) bit for bit against precision.h's rules on
+//    the host: flushing rows only, the read copy from the new fp32 state, SR keys and reset.
 //  * evaluate()'s concurrent CUDA models: identical configurations stay bit-identical.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,10 +30,13 @@
 #include "common/codec_math.h"
 #include "common/dtype.h"
 #include "cuda/device.h"
+#include "cuda/kernels.h"
 #include "cuda/state_emulation.h"
+#include "model/state_store.h"
 #include "replayssm/codecs.h"
 #include "replayssm/engine/eval.h"
 #include "replayssm/engine/tokenizer.h"
+#include "replayssm/precision.h"
 
 namespace replayssm::engine {
 namespace {
@@ -180,6 +186,126 @@ TEST(StateEmulationCuda, RoundSlotsMatchesCpuCodecs) {
     }
   }
   cudaFree(dx), cudaFree(dids), cudaFree(dflush), cudaFree(dseeds);
+}
+
+/// Host model of one (slot) state [heads, rows, n] rounded through f (cpu_round per head).
+std::vector<float> cpu_round_slot(F f, const float* x, int64_t heads, int64_t rows, int64_t n,
+                                  uint64_t seed, int32_t slot, int32_t step) {
+  std::vector<float> y(static_cast<size_t>(heads * rows * n));
+  for (int64_t h = 0; h < heads; ++h) {
+    const auto part = cpu_round(f, x + h * rows * n, rows, n, h, seed, slot, step);
+    std::copy(part.begin(), part.end(), y.begin() + h * rows * n);
+  }
+  return y;
+}
+
+// The passes StateEmulation runs around the library's step, bit for bit against precision.h's
+// rules computed on the host with the CPU codecs: which slots (flushing rows of the batch only,
+// pad / idle / ordinary slots untouched), which order (the read copy from the new fp32 state, not
+// from the rounded checkpoint), the SR keys (seed of (layer, slot), the step advancing once per
+// rounded slot, restarted by reset), for both layer kinds and the shared baselines.
+TEST(StateEmulationCuda, PassesFollowThePrecisionRules) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  constexpr int64_t S = 4, Hh = 2, R = 8, N = 32, M = Hh * R * N;
+  constexpr int64_t kLayer = 3;
+  const std::vector<int32_t> ids{2, 0, -1, 3};      // slot 1 idle, a pad row
+  const std::vector<int8_t> flush{1, 1, 0, 1};      // slots 0, 3 flush; 2 is ordinary; 1 idle
+  const auto flushed = [&](int32_t s) { return s == 0 || s == 3; };
+  const auto in_batch = [&](int32_t s) { return s == 0 || s == 2 || s == 3; };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto random_state = [&] {
+    std::vector<float> v(S * M);
+    for (auto& x : v) x = nd(rng) * std::exp(2.0f * nd(rng));
+    return v;
+  };
+  int32_t* dids = to_device(ids);
+  int8_t* dflush = to_device(flush);
+  const uint16_t poison16 = 0x7e01;
+  struct Case {
+    const char* mode;
+    cuda::SsmFamilyKind family;
+  };
+  const cuda::SsmFamilyKind M2 = cuda::SsmFamilyKind::kMamba2, GD = cuda::SsmFamilyKind::kGdn;
+  for (const Case& c : {Case{"fp16sr/fp16sr", M2}, Case{"fp16sr/nvfp4", M2}, Case{"fp8/nvfp4", M2},
+                        Case{"shared-nvfp4", M2}, Case{"shared-fp8", M2},
+                        Case{"fp16sr/fp16sr", GD}, Case{"fp32/nvfp4", GD}, Case{"fp16sr/nvfp4", GD},
+                        Case{"fp8/nvfp4", GD}, Case{"fp32/fp8", GD}, Case{"shared-nvfp4", GD}}) {
+    const bool gdn = c.family == GD;
+    SCOPED_TRACE(std::string(c.mode) + (gdn ? " (GDN)" : " (Mamba-2)"));
+    const StateMode mode = parse_state_mode(c.mode);
+    cuda::DeviceArena arena;
+    const cuda::StateEmulation emu(mode, c.family, arena, S, Hh, R, N, kLayer);
+    ASSERT_TRUE(emu.active());
+    // The emulated Mamba-2 split modes keep the checkpoint in a buffer of their own ("master"):
+    // seen through before_step, which copies it into the flushing slots of `state`.
+    std::vector<float> master(S * M, 0.0f);  // host mirror of what the emulation holds
+    std::vector<float> state = random_state(), copy_vals(S * M);
+    std::vector<uint16_t> copy(S * M, poison16);
+    float* dstate = to_device(state);
+    uint16_t* dcopy = to_device(copy);
+    for (int step = 0; step < 3; ++step) {
+      if (step == 2) {  // reset slot 0: checkpoint 0, SR draws restart
+        cuda::zero_slot_rows(dstate, M * 4, dids + 1, 1, int32_t(S), nullptr);
+        emu.reset(dids + 1, 1, nullptr);
+        std::fill_n(state.begin(), M, 0.0f);
+        std::fill_n(master.begin(), M, 0.0f);
+      }
+      const int32_t sr_step0 = step == 2 ? 0 : step;  // slot 0's SR step (reset before step 2)
+      if (mode.is_split() && !gdn) {
+        emu.before_step(dstate, dids, int64_t(ids.size()), dflush, nullptr);
+        for (int32_t s = 0; s < S; ++s)
+          if (flushed(s)) std::copy_n(&master[s * M], M, &state[s * M]);
+        const auto got = to_host(dstate, S * M);
+        for (int64_t i = 0; i < S * M; ++i)
+          ASSERT_EQ(bits(got[i]), bits(state[i])) << "before_step, step " << step << ", " << i;
+      }
+      // The library's step writes the new fp32 state of the rows it updates: flushing rows in
+      // split modes, every row of the batch in the shared baselines.
+      const std::vector<float> fresh = random_state();
+      for (int32_t s = 0; s < S; ++s)
+        if (mode.shared ? in_batch(s) : flushed(s)) std::copy_n(&fresh[s * M], M, &state[s * M]);
+      ASSERT_EQ(cudaMemcpy(dstate, state.data(), S * M * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      emu.after_step(dstate, gdn ? dcopy : nullptr, dids, int64_t(ids.size()), dflush, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      // Expected, slot by slot.
+      for (int32_t s = 0; s < S; ++s) {
+        const uint64_t seed = uint64_t(sr_seed(kLayer, s));
+        const int32_t sr_step = s == 0 ? sr_step0 : step;
+        float* st = &state[s * M];
+        if (mode.shared) {
+          if (!in_batch(s)) continue;
+          const auto q = cpu_round_slot(mode.read, st, Hh, R, N, seed, s, sr_step);
+          std::copy(q.begin(), q.end(), st);
+          continue;
+        }
+        if (!flushed(s)) continue;
+        const std::vector<float> fresh_s(st, st + M);
+        const auto ckpt = cpu_round_slot(mode.recurrence, fresh_s.data(), Hh, R, N, seed, s, sr_step);
+        const auto read = mode.read == mode.recurrence
+                              ? ckpt
+                              : cpu_round_slot(mode.read, fresh_s.data(), Hh, R, N, seed, s, sr_step);
+        if (gdn) {  // state = the checkpoint; the float16 copy = what ordinary rows read
+          std::copy(ckpt.begin(), ckpt.end(), st);
+          for (int64_t i = 0; i < M; ++i) copy[s * M + i] = codec::f16_rne(read[i]);
+        } else {    // master = the checkpoint; state = what ordinary rows read
+          std::copy(ckpt.begin(), ckpt.end(), &master[s * M]);
+          std::copy(read.begin(), read.end(), st);
+        }
+      }
+      const auto got = to_host(dstate, S * M);
+      for (int64_t i = 0; i < S * M; ++i)
+        ASSERT_EQ(bits(got[i]), bits(state[i])) << "after_step, step " << step << ", slot " << i / M
+                                                << ", element " << i % M;
+      if (gdn) {
+        const auto got16 = to_host(dcopy, S * M);
+        for (int64_t i = 0; i < S * M; ++i)
+          ASSERT_EQ(got16[i], copy[i]) << "copy, step " << step << ", slot " << i / M;
+      }
+    }
+    cudaFree(dstate), cudaFree(dcopy);
+  }
+  cudaFree(dids), cudaFree(dflush);
 }
 
 std::vector<int32_t> text_tokens(size_t n) {
