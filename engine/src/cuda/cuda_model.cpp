@@ -158,7 +158,7 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   sh_.dt_floor = opt.dt_floor;
   sh_.state_dtype = opt_.state == "bf16" ? DType::kBF16
                     : opt_.state == "fp16" ? DType::kF16 : DType::kF32;
-  sh_.state_mode = engine_state_mode(opt_.state);  // fp32/fp32 or a split mode of checks.cpp
+  sh_.state_mode = engine_state_mode(opt_.state);  // as checks.cpp admitted it (native or emulated)
   sh_.slots = S;
   sh_.context = opt.max_context;
   sh_.arena = &arena_;

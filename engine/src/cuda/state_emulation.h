@@ -1,5 +1,5 @@
 // The numerics of state precision modes that the library's CUDA SSM kernels do not run (shared-*
-// baselines, fp16sr and fp8 recurrences, GDN/KDA fp8 and nvfp4 read copies), rebuilt around the
+// baselines, fp16sr and fp8 recurrences, GDN fp8 and nvfp4 read copies), rebuilt around the
 // kernels that exist, over float32 storage (ModelOptions::emulate_state; for accuracy studies such
 // as `replayssm eval`: the values are the mode's, the memory and the speed are not).
 //
@@ -21,8 +21,9 @@ namespace replayssm::engine::cuda {
 /// One rounding pass over the [slots, heads, rows, n] float32 states of a step's rows: for every
 /// batch row b whose slot s = slot_ids[b] is in [0, num_slots) (and, with only_flush, has
 /// only_flush[s] != 0), each (s, head) is decoded(encoded(src)) in `format` and written to dst
-/// (float32, may be src) and/or dst16 (float16 bits of the same values, rounded to nearest:
-/// exact for every format but fp8 and nvfp4, whose values can need more than 11 bits).
+/// (float32, may be src) and/or dst16 (float16 bits of the same values, rounded to nearest: exact
+/// for fp16, fp16sr and values float16 already holds; otherwise, e.g. fp8 and nvfp4 values, one
+/// more rounding of at most half a float16 ulp, saturating at 65504).
 /// Formats: fp32 (a copy), bf16, fp16 (nearest even), fp16sr (then sr_steps[s] += 1), fp8 (one
 /// scale per row), nvfp4 (one global scale per (slot, head), E4M3 scales per 16 along n; n % 16
 /// == 0). Enqueued on `s`, no synchronisation (graph-capturable).
@@ -52,7 +53,7 @@ enum class SsmFamilyKind { kMamba2, kGdn };
 ///   split r/q on GDN (the flush must recompute u from the checkpoint: the library's fp32/fp16
 ///     split mode, ring v and beta): after the step, for the slots that flushed, the float16
 ///     read copy := Q_q(new checkpoint) rounded to float16 (exact for fp16 / fp16sr; for fp8 and
-///     nvfp4 one more rounding of relative size <= 2^-11 on top of the format's own) and the
+///     nvfp4 one more rounding of at most half a float16 ulp on top of the format's own) and the
 ///     checkpoint := R_r(new checkpoint) (fp16sr/fp16sr: the copy is the rounded checkpoint).
 class StateEmulation {
  public:

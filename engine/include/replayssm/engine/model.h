@@ -45,8 +45,9 @@ struct ModelOptions {
   /// CUDA: run the modes the CUDA kernels do not have (every other split mode and the shared
   /// baselines, on either layer kind) with the same rounding over float32 storage (the values are
   /// the mode's; memory and speed are not: for accuracy studies such as `replayssm eval`). GDN
-  /// fp8 / nvfp4 read copies pass through a float16 buffer: one more rounding of relative size
-  /// <= 2^-11 on top of the format's own. false: such a mode raises UnsupportedError.
+  /// fp8 / nvfp4 read copies pass through a float16 buffer: one more rounding, at most half a
+  /// float16 ulp (relative <= 2^-11 from 2^-14 up), on top of the format's own. false: such a
+  /// mode raises UnsupportedError.
   bool emulate_state = false;
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
