@@ -28,7 +28,8 @@ namespace replayssm::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, text, device = "auto", ssm = "auto", json_out, commit;
+  std::string model, text, device = "auto", ssm = "auto", reference = "conventional", json_out,
+      commit;
   std::vector<std::string> states = {"fp32"};
   std::vector<int64_t> buckets = engine::default_bucket_edges();
   int64_t tokens = 0;
@@ -64,7 +65,9 @@ int run_eval(const EvalArgs& args) {
 
   engine::EvalConfig ref;
   ref.label = "fp32/fp32";
-  ref.options.ssm = engine::SsmMode::kConventional;
+  ref.options.ssm = a.reference == "replay" ? engine::SsmMode::kReplay
+                                            : engine::SsmMode::kConventional;
+  ref.options.ring_L = a.ring;
   ref.options.state = "fp32";
   ref.options.cuda = a.device == "cuda";
   std::vector<engine::EvalConfig> cands;
@@ -118,7 +121,7 @@ void add_eval(CLI::App& app, Action& action) {
   auto* a = new EvalArgs;  // lives as long as the app (the process)
   auto* sub = app.add_subcommand(
       "eval", "teacher-forced KL, top-1 agreement and bits per byte of SSM state modes over a "
-              "text, against the conventional fp32 reference");
+              "text, against an fp32 reference (conventional decoding unless --reference replay)");
   sub->add_option("--model", a->model, "checkpoint directory (config.json + *.safetensors), "
                                        "byte-level vocabulary")
       ->required()->check(CLI::ExistingDirectory);
@@ -139,8 +142,14 @@ void add_eval(CLI::App& app, Action& action) {
       ->delimiter(',');
   sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: auto (shared-* "
                                    "conventional, the others replay), replay or conventional "
-                                   "(the reference is always conventional fp32)")
+                                   "(the fp32 reference: --reference)")
       ->check(CLI::IsMember({"auto", "conventional", "replay"}));
+  sub->add_option("--reference", a->reference,
+                  "SSM decoding of the fp32 reference: conventional (default) or replay (at the "
+                  "modes' L: on CUDA this leaves out the engine's own replay-vs-conventional "
+                  "difference, which its bf16 activations make ~1e-6..1e-5 in KL)")
+      ->check(CLI::IsMember({"conventional", "replay"}))
+      ->capture_default_str();
   sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
                                         "choice)")
       ->check(in_range(0, 64));

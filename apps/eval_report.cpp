@@ -37,8 +37,8 @@ json ring(const engine::ModelOptions& o) {
   return o.ssm == engine::SsmMode::kReplay ? json(o.ring_L) : json(nullptr);
 }
 
-json stats_row(const EvalRunInfo& info, const std::string& model, const CandidateResult& c,
-               const EvalStats& s, const std::string& bucket, int64_t windows) {
+json stats_row(const EvalRunInfo& info, const std::string& model, const EvalResult& r,
+               const CandidateResult& c, const EvalStats& s, const std::string& bucket) {
   return {{"model", model},
           {"state", c.config.label},
           {"variant", variant(c.config.options)},
@@ -47,7 +47,7 @@ json stats_row(const EvalRunInfo& info, const std::string& model, const Candidat
           {"bucket_begin", s.begin},
           {"bucket_end", s.end == kOpen ? json(nullptr) : json(s.end)},
           {"positions", s.positions},
-          {"windows", windows},
+          {"windows", r.windows},
           {"kl", s.kl},
           {"kl_max", s.kl_max},
           {"top1_agreement", s.top1_agreement},
@@ -55,7 +55,7 @@ json stats_row(const EvalRunInfo& info, const std::string& model, const Candidat
           {"ref_bits_per_byte", s.ref_bits_per_byte},
           {"emulated", std::find(info.emulated.begin(), info.emulated.end(), c.config.label) !=
                            info.emulated.end()},
-          {"baseline", "conventional fp32/fp32"}};
+          {"baseline", std::string(variant(r.reference.options)) + " fp32/fp32"}};
 }
 
 /// The bucket the shared-vs-split ratio is taken in: 64K-128K when reached, else the last one.
@@ -137,9 +137,9 @@ json eval_json(const EvalRunInfo& info, const EvalResult& r) {
       {"bits_per_byte", "mean -log2 p(actual next byte)"}};
   json rows = json::array();
   for (const CandidateResult& c : r.candidates) {
-    rows.push_back(stats_row(info, model, c, c.all, "all", r.windows));
+    rows.push_back(stats_row(info, model, r, c, c.all, "all"));
     for (const EvalStats& s : c.buckets)
-      rows.push_back(stats_row(info, model, c, s, engine::bucket_label(s.begin, s.end), r.windows));
+      rows.push_back(stats_row(info, model, r, c, s, engine::bucket_label(s.begin, s.end)));
   }
   const CandidateResult* shared = nullptr;
   for (const CandidateResult& c : r.candidates)
