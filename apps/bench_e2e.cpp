@@ -274,7 +274,9 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_option("--seed", a->seed, "seed of the random weights, slots and tokens")
       ->check(seed_validator())
       ->capture_default_str();
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"e2e\")")
+  sub->add_option("--json", a->json_out,
+                  "write the results as JSON (DESIGN.md §4, bench \"e2e\"; missing folders "
+                  "are created)")
       ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");

@@ -291,7 +291,9 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace")
       ->check(seed_validator())
       ->capture_default_str();
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"spec\")")
+  sub->add_option("--json", a->json_out,
+                  "write the results as JSON (DESIGN.md §4, bench \"spec\"; missing folders "
+                  "are created)")
       ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
   sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });

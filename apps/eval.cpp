@@ -155,7 +155,9 @@ void add_eval(CLI::App& app, Action& action) {
       ->check(in_range(0, 64));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  sub->add_option("--json", a->json_out, "write the results as JSON (DESIGN.md §4, bench \"kl\")")
+  sub->add_option("--json", a->json_out,
+                  "write the results as JSON (DESIGN.md §4, bench \"kl\"; missing folders "
+                  "are created)")
       ->check(non_empty());
   sub->add_option("--buckets", a->buckets,
                   "upper edges of the position buckets, comma-separated and increasing "
