@@ -23,7 +23,8 @@ void check_state_option(const ModelOptions& opt) {
   // "bf16" / "fp16": the CUDA engine's 16-bit state (rounded every step: a shared baseline).
   if (name == "bf16" || name == "fp16") {
     check<UnsupportedError>(opt.cuda, "state mode '", name, "' runs on the CUDA engine only (the "
-                            "CPU engine spells the 16-bit shared state 'shared-", name, "')");
+                            "CPU engine runs the 16-bit shared state as 'shared-", name,
+                            "' with the conventional step)");
     return;
   }
   const StateMode m = engine_state_mode(name);  // ConfigError naming an unknown name
