@@ -39,8 +39,8 @@ void check_state_option(const ModelOptions& opt) {
                      "replay, not ", ssm_mode_name(opt.ssm));
   // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy
   // (which layer kinds: cuda_model.cpp); anything else only emulated (ModelOptions::emulate_state).
-  const bool cuda_native = cuda_mode_native(m, /*gdn=*/false);
-  check<UnsupportedError>(!opt.cuda || cuda_native || opt.emulate_state, "state mode '", name,
+  check<UnsupportedError>(!opt.cuda || cuda_mode_native(m, /*gdn=*/false) || opt.emulate_state,
+                          "state mode '", name,
                           "' is not built on the CUDA engine (its kernels run fp32, bf16, fp16, "
                           "fp32/bf16, fp32/fp16 and, for Mamba-2 layers, fp32/fp8 and "
                           "fp32/nvfp4): run it with --device cpu");
@@ -54,7 +54,6 @@ bool cuda_mode_native(const StateMode& m, bool gdn) {
 }
 
 bool cuda_state_native(const ModelConfig& cfg, const std::string& state) {
-  if (state == "bf16" || state == "fp16") return true;
   const bool gdn = std::any_of(cfg.layers.begin(), cfg.layers.end(),
                                [](BlockKind k) { return k == BlockKind::kGdn; });
   return cuda_mode_native(engine_state_mode(state), gdn);
