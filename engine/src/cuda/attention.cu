@@ -23,6 +23,11 @@ namespace {
 constexpr int kMaxHeadDim = 256;
 constexpr int kDecodeWarps = 4;
 
+/// Position of row b's token (Attention::row_pos when set, else its slot's position).
+__device__ __forceinline__ int32_t row_position(const Attention& p, int64_t b, int32_t slot) {
+  return p.row_pos ? p.row_pos[b] : p.positions[slot];
+}
+
 __global__ void attention_prep_kernel(Attention p) {
   __shared__ float red[32];
   __shared__ float vals[kMaxHeadDim];
@@ -43,7 +48,7 @@ __global__ void attention_prep_kernel(Attention p) {
     const float r = 1.0f / sqrtf(ss / static_cast<float>(hd) + p.eps);
     if (d < hd) v = v * r * (1.0f + norm_w[d]);
   }
-  const int32_t pos = slot >= 0 && slot < p.num_slots ? p.positions[slot] : 0;
+  const int32_t pos = slot >= 0 && slot < p.num_slots ? row_position(p, b, slot) : 0;
   if (p.rotary_dim > 0) {  // rotate_half on the first rotary_dim dims
     if (d < hd) vals[d] = v;
     __syncthreads();
@@ -81,7 +86,7 @@ __global__ void attention_decode_kernel(Attention p) {
     return;
   }
   const int j = h / (p.nh / p.nkv);
-  const int32_t pos = p.positions[slot];
+  const int32_t pos = row_position(p, b, slot);
   const float* q = p.q + (b * p.nh + h) * hd;
   float qv[E], acc[E];
 #pragma unroll
@@ -215,7 +220,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(At
         p.out[(b * p.nh + h0 + i / HD) * HD + i % HD] = __float2bfloat16_rn(0.0f);
     return;
   }
-  const int32_t n = p.positions[slot] + 1;  // positions 0..pos, the row's own token included
+  const int32_t n = row_position(p, b, slot) + 1;  // positions 0..pos, the row's own token included
   const int32_t chunk = (n + p.splits - 1) / p.splits;
   const int32_t c0 = split * chunk, c1 = min(n, c0 + chunk);
   for (int i = threadIdx.x; i < GB * HD; i += blockDim.x)

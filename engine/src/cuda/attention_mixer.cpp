@@ -41,11 +41,11 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device),
                "cudaDeviceGetAttribute");
-    partial_rows_ = attention_partial_rows(shape(), sh.slots, num_sms_);
+    partial_rows_ = attention_partial_rows(shape(), sh.max_tokens, num_sms_);
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
-    const int64_t B = st.n;
+    const int64_t B = st.tokens;
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
     st.blas->linear(qkv_, x, B, s.proj, false);
@@ -61,8 +61,9 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     at.vcache = vcache_;
     at.ctx = sh_.context;
     at.num_slots = static_cast<int32_t>(sh_.slots);
-    at.slots = st.slots;
+    at.slots = st.tok_slots;
     at.positions = st.positions;
+    at.row_pos = st.tok_pos;
     at.scale = static_cast<float>(1.0 / std::sqrt(double(c_.head_dim)));
     at.q = s.q;
     at.out = s.out;
@@ -82,7 +83,7 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     bf16* out;
   };
   Scratch layout(Carve& c) const {
-    const int64_t S = sh_.slots, qd = c_.num_heads * c_.head_dim;
+    const int64_t S = sh_.max_tokens, qd = c_.num_heads * c_.head_dim;
     Scratch s;
     s.proj = c.take<float>(S * qkv_.out);
     s.q = c.take<float>(S * qd);

@@ -1,7 +1,11 @@
 // CudaModel: loading (the layer walk of model/layout.h, the weight loaders of model/weights.h),
-// slot resets and decode steps. A step copies the rows' slot ids and tokens into fixed device
-// buffers, then launches the step's CUDA graph for that batch size (captured on its second use;
-// the first runs eagerly) or enqueues the same work eagerly, and copies the logits back.
+// slot resets, decode steps and speculative verify / accept steps. A step copies the rows' slot
+// ids and tokens into fixed device buffers, then launches the step's CUDA graph for that batch
+// size and token axis (captured on its second use; the first runs eagerly) or enqueues the same
+// work eagerly, and copies the logits back. Verify steps lay a row's tokens out padded to the
+// widest row (activation rows b * T + t), so the SSM ops read their [batch, T, ...] views
+// directly; accept() then commits the ring cursors, rolls the conv states back and advances the
+// positions on the device.
 #include "cuda/cuda_model.h"
 
 #include <cuda_runtime.h>
@@ -11,6 +15,7 @@
 #include <map>
 #include <set>
 
+#include "cuda/common/ring_device.h"
 #include "cuda/device.h"
 #include "cuda/launch_check.h"
 #include "cuda/mixers.h"
@@ -100,9 +105,15 @@ class CudaModel final : public Model {
   void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
             std::span<float> logits) override;
   int64_t position(int32_t slot) const override { return position_.at(slot); }
+  void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+              std::span<const int32_t> slots, std::span<float> logits) override;
+  void accept(std::span<const int32_t> accepted) override;
   void skip_to_position(std::span<const int32_t> slots, int64_t n) override;
   StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                         int32_t steps, bool profile) override;
+  StepTiming time_verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                         std::span<const int32_t> slots,
+                         std::span<const std::vector<int32_t>> accepted) override;
   int64_t device_bytes() const override { return static_cast<int64_t>(arena_.bytes()); }
 
  private:
@@ -111,17 +122,36 @@ class CudaModel final : public Model {
     const float* norm = nullptr;
     std::unique_ptr<cuda::CudaMixer> mixer;
   };
-  /// The decode step of B rows whose slot ids and tokens are in io_ (ids, then tokens). marks
-  /// (profiling): records marks[0] first, marks[1] after the embedding, marks[2 + i] after
-  /// sub-layer i and the last after the head, as external event nodes when captured.
-  void enqueue(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
-  /// The step's graph for B rows (captured on first use); with marks, the profiled variant.
-  cudaGraphExec_t graph_for(int64_t B, const std::vector<cudaEvent_t>* marks = nullptr);
-  /// Runs the step of B rows: eagerly the first time for B (or always without graphs), then by
+  /// A step's rows: B rows feeding T tokens each at most; speculative: a verify step.
+  struct Shape {
+    int64_t B = 0, T = 1;
+    bool speculative = false;
+    int64_t key() const { return (B * 16 + T) * 2 + (speculative ? 1 : 0); }
+  };
+  /// The step's device rows over io_: decode steps [ids B | tokens B]; verify steps [ids B |
+  /// ntok B | tokens B*T | tok_slots B*T | tok_pos B*T] (verify_rows()).
+  cuda::DeviceStep device_step(const Shape& sh) const;
+  /// The step of sh's rows whose arrays are in io_. marks (profiling): records marks[0] first,
+  /// marks[1] after the embedding, marks[2 + i] after sub-layer i and the last after the head,
+  /// as external event nodes when captured.
+  void enqueue(const Shape& sh, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// The step's graph (captured on first use); with marks, the profiled variant.
+  cudaGraphExec_t graph_for(const Shape& sh, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// Runs a step: eagerly the first time for its shape (or always without graphs), then by
   /// replaying its graph.
-  void launch_step(int64_t B);
+  void launch_step(const Shape& sh);
   /// Copies the rows' slot ids and tokens into io_ (pinned staging, on the stream).
   void upload_rows(std::span<const int32_t> tokens, std::span<const int32_t> slots);
+  /// Lays out and uploads a verify step's ids, counts and tokens (device_step) for rows padded to
+  /// T tokens (enqueue derives each token row's slot and position on the device).
+  void upload_verify_rows(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                          std::span<const int32_t> slots, int64_t T);
+  /// Enqueues accept() of the pending step's rows with the counts at `accepted` (device [B]):
+  /// conv rollback, ring commit (and ring_discard where `discard`: some real row kept nothing),
+  /// the snapshot baseline's buffer change, positions. No host synchronisation.
+  void enqueue_accept(const int32_t* accepted, bool discard);
+  /// Copies the first `rows` rows of the device logits to the host staging buffer and waits.
+  void download_logits(int64_t rows);
 
   ModelConfig cfg_;
   ModelOptions opt_;
@@ -134,7 +164,7 @@ class CudaModel final : public Model {
   std::vector<Sublayer> sub_;
   std::map<int64_t, cudaGraphExec_t> graphs_, profiled_graphs_;
   std::vector<cudaEvent_t> marks_;  ///< profiling events (created on first use)
-  std::set<int64_t> eager_once_;  ///< batch sizes stepped at least once
+  std::set<int64_t> eager_once_;  ///< step shapes (Shape::key) run at least once
   bf16* embed_ = nullptr;
   const float* final_norm_ = nullptr;
   cuda::DeviceLinear lm_head_;
@@ -142,7 +172,13 @@ class CudaModel final : public Model {
   bf16* normed_ = nullptr;
   char* scratch_ = nullptr;
   int32_t *io_ = nullptr, *reset_ids_ = nullptr, *ones_ = nullptr, *positions_ = nullptr;
+  int32_t *accepted_ = nullptr, *snap_cur_ = nullptr;
+  int64_t io_ints_ = 0;  ///< capacity of io_ and its pinned staging
   std::vector<int64_t> position_;
+  // The pending verify step (accept() ends it).
+  bool pending_ = false;
+  Shape pending_shape_;
+  std::vector<int32_t> pending_slots_, pending_ntok_;
 };
 
 CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
@@ -161,12 +197,23 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   sh_.state_mode = engine_state_mode(opt_.state);  // as checks.cpp admitted it (native or emulated)
   sh_.slots = S;
   sh_.context = opt.max_context;
+  sh_.spec_T = opt_.spec_T;
+  const int64_t Tm = std::max(1, opt_.spec_T);
+  sh_.max_tokens = S * Tm;
   sh_.arena = &arena_;
-  sh_.cursors.config = RingConfig{opt_.ring_L, 1, RingMode::kDecode};
+  sh_.cursors.config = opt_.spec_T > 0
+                           ? RingConfig{opt_.ring_L, opt_.spec_T, RingMode::kSpeculative}
+                           : RingConfig{opt_.ring_L, 1, RingMode::kDecode};
   sh_.cursors.config.validate();
   sh_.cursors.origin = cuda::device_view(arena_.alloc_n<int32_t>(S), DType::kI32, {S});
   sh_.cursors.h = cuda::device_view(arena_.alloc_n<int32_t>(S), DType::kI32, {S});
   sh_.cursors.is_flush = cuda::device_view(arena_.alloc_n<int8_t>(S), DType::kI8, {S});
+  if (sh_.snapshots()) {
+    snap_cur_ = arena_.alloc_n<int32_t>(S);
+    sh_.snap_src = arena_.alloc_n<int32_t>(S);
+    sh_.snap_dst = arena_.alloc_n<int32_t>(S * opt_.spec_T);
+    sh_.snap_reset = arena_.alloc_n<int32_t>(S);
+  }
 
   embed_ = arena_.upload_bf16(ck.load(layout.embed, {V, H}));
   for (const SublayerSpec& spec : layout.sub) {
@@ -198,18 +245,23 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   size_t scratch = 0;
   for (const Sublayer& s : sub_) scratch = std::max(scratch, s.mixer->scratch_bytes());
   scratch_ = static_cast<char*>(arena_.alloc(scratch));
-  hidden_ = arena_.alloc_n<float>(S * H);
-  normed_ = arena_.alloc_n<bf16>(S * H);
-  logits_ = arena_.alloc_n<float>(S * V);
-  io_ = arena_.alloc_n<int32_t>(2 * S);
+  const int64_t NT = sh_.max_tokens;
+  hidden_ = arena_.alloc_n<float>(NT * H);
+  normed_ = arena_.alloc_n<bf16>(NT * H);
+  logits_ = arena_.alloc_n<float>(NT * V);
+  io_ints_ = 2 * S + 3 * NT;
+  io_ = arena_.alloc_n<int32_t>(io_ints_);
   reset_ids_ = arena_.alloc_n<int32_t>(S);
   positions_ = arena_.alloc_n<int32_t>(S);
   ones_ = arena_.alloc_n<int32_t>(S);
+  accepted_ = arena_.alloc_n<int32_t>(S);
   const std::vector<int32_t> ones(static_cast<size_t>(S), 1);
   check_cuda(cudaMemcpy(ones_, ones.data(), S * sizeof(int32_t), cudaMemcpyHostToDevice),
              "cudaMemcpy (engine ones)");
-  check_cuda(cudaMallocHost(&io_host_.v, 2 * S * sizeof(int32_t)), "cudaMallocHost");
-  check_cuda(cudaMallocHost(&logits_host_.v, S * V * sizeof(float)), "cudaMallocHost");
+  // Pinned staging: io_'s contents, then accept()'s counts (written while a step may still read
+  // the first part).
+  check_cuda(cudaMallocHost(&io_host_.v, (io_ints_ + S) * sizeof(int32_t)), "cudaMallocHost");
+  check_cuda(cudaMallocHost(&logits_host_.v, NT * V * sizeof(float)), "cudaMallocHost");
   position_.assign(S, 0);
   // The arena's zero-fills run on the legacy default stream, which the model's non-blocking
   // stream does not wait for.
@@ -229,6 +281,7 @@ CudaModel::~CudaModel() {
 }
 
 void CudaModel::reset(std::span<const int32_t> slots) {
+  check<ProtocolError>(!pending_, "reset: a verify step awaits accept()");
   check_slot_ids(slots, opt_.max_slots);
   const int64_t n = static_cast<int64_t>(slots.size());
   if (n == 0) return;
@@ -241,6 +294,12 @@ void CudaModel::reset(std::span<const int32_t> slots) {
   rows.slot_ids = cuda::device_view(reset_ids_, DType::kI32, {n});
   rows.stream = s;
   rows.check_device_ids = false;  // checked above, on the host
+  const int32_t S = static_cast<int32_t>(opt_.max_slots);
+  if (sh_.snapshots()) {  // a fresh slot's state is its buffer 0
+    cuda::zero_slot_rows(snap_cur_, sizeof(int32_t), reset_ids_, n, S, s);
+    cuda::snapshot_rows(reset_ids_, snap_cur_, n, 0, sh_.state_buffers(), S, sh_.snap_reset,
+                        nullptr, s);
+  }
   for (auto& sub : sub_) sub.mixer->reset(rows);
   if (sh_.mode == SsmMode::kReplay) replayssm::reset(sh_.cursors, rows);
   cuda::zero_slot_rows(positions_, sizeof(int32_t), reset_ids_, n,
@@ -249,22 +308,40 @@ void CudaModel::reset(std::span<const int32_t> slots) {
   for (int32_t slot : slots) position_[slot] = 0;
 }
 
-void CudaModel::enqueue(int64_t B, const std::vector<cudaEvent_t>* marks) {
+cuda::DeviceStep CudaModel::device_step(const Shape& sh) const {
+  const int64_t B = sh.B, NT = sh.B * sh.T;
+  cuda::DeviceStep st;
+  st.n = B;
+  st.T = sh.T;
+  st.tokens = NT;
+  st.speculative = sh.speculative;
+  st.rows.slot_ids = cuda::device_view(io_, DType::kI32, {B});
+  st.rows.stream = stream_.v;
+  st.rows.check_device_ids = false;  // checked on the host before the upload
+  st.slots = io_;
+  st.positions = positions_;
+  if (sh.speculative) {
+    st.ntok = io_ + B;
+    st.rows.num_tokens = cuda::device_view(io_ + B, DType::kI32, {B});
+    st.tok_slots = io_ + 2 * B + NT;
+    st.tok_pos = io_ + 2 * B + 2 * NT;
+  } else {
+    st.tok_slots = io_;
+  }
+  st.stream = stream_.v;
+  st.blas = blas_.get();
+  st.scratch = scratch_;
+  return st;
+}
+
+void CudaModel::enqueue(const Shape& shape, const std::vector<cudaEvent_t>* marks) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   const float eps = static_cast<float>(cfg_.norm_eps);
   cudaStream_t s = stream_.v;
-  const int32_t* ids = io_;
-  const int32_t* tokens = io_ + B;
-  cuda::DeviceStep st;
-  st.n = B;
-  st.rows.slot_ids = cuda::device_view(io_, DType::kI32, {B});
-  st.rows.stream = s;
-  st.rows.check_device_ids = false;  // checked on the host before the upload
-  st.slots = ids;
-  st.positions = positions_;
-  st.stream = s;
-  st.blas = blas_.get();
-  st.scratch = scratch_;
+  const cuda::DeviceStep st = device_step(shape);
+  const int64_t B = st.n, NT = st.tokens;
+  const int32_t* tokens = io_ + (shape.speculative ? 2 * B : B);
+  const int32_t S = static_cast<int32_t>(opt_.max_slots);
   size_t next_mark = 0;
   const auto mark = [&] {
     if (marks)
@@ -272,30 +349,38 @@ void CudaModel::enqueue(int64_t B, const std::vector<cudaEvent_t>* marks) {
                  "cudaEventRecordWithFlags (profile)");
   };
   mark();
-  cuda::embed(embed_, tokens, B, H, V, hidden_, s);
+  if (shape.speculative)  // each token row's slot and position (io_ after the tokens)
+    cuda::verify_rows(st.slots, st.ntok, positions_, B, static_cast<int32_t>(shape.T), S,
+                      const_cast<int32_t*>(st.tok_slots), const_cast<int32_t*>(st.tok_pos), s);
+  if (shape.speculative && sh_.snapshots())  // which buffers the SSM layers read and write
+    cuda::snapshot_rows(st.slots, snap_cur_, B, static_cast<int32_t>(shape.T),
+                        sh_.state_buffers(), S, sh_.snap_src, sh_.snap_dst, s);
+  cuda::embed(embed_, tokens, NT, H, V, hidden_, s);
   mark();
   for (auto& sub : sub_) {
-    cuda::rms_norm(hidden_, sub.norm, B, H, eps, cfg_.qwen_norm, normed_, s);
+    cuda::rms_norm(hidden_, sub.norm, NT, H, eps, cfg_.qwen_norm, normed_, s);
     sub.mixer->forward(normed_, hidden_, st);
     mark();
   }
-  cuda::rms_norm(hidden_, final_norm_, B, H, eps, cfg_.qwen_norm, normed_, s);
-  blas_->linear(lm_head_, normed_, B, logits_, false);
-  if (sh_.mode == SsmMode::kReplay)
-    replayssm::commit(sh_.cursors, st.rows, cuda::device_view(ones_, DType::kI32, {B}));
-  cuda::advance_positions(positions_, ids, B, static_cast<int32_t>(opt_.max_slots), s);
+  cuda::rms_norm(hidden_, final_norm_, NT, H, eps, cfg_.qwen_norm, normed_, s);
+  blas_->linear(lm_head_, normed_, NT, logits_, false);
+  if (!shape.speculative) {  // verify steps commit in accept()
+    if (sh_.mode == SsmMode::kReplay)
+      replayssm::commit(sh_.cursors, st.rows, cuda::device_view(ones_, DType::kI32, {B}));
+    cuda::advance_positions(positions_, st.slots, nullptr, B, S, s);
+  }
   mark();
 }
 
-cudaGraphExec_t CudaModel::graph_for(int64_t B, const std::vector<cudaEvent_t>* marks) {
+cudaGraphExec_t CudaModel::graph_for(const Shape& shape, const std::vector<cudaEvent_t>* marks) {
   std::map<int64_t, cudaGraphExec_t>& graphs = marks ? profiled_graphs_ : graphs_;
-  if (auto it = graphs.find(B); it != graphs.end()) return it->second;
+  if (auto it = graphs.find(shape.key()); it != graphs.end()) return it->second;
   cudaStream_t s = stream_.v;
   check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
              "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
-    enqueue(B, marks);
+    enqueue(shape, marks);
   } catch (...) {
     cudaStreamEndCapture(s, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -307,7 +392,7 @@ cudaGraphExec_t CudaModel::graph_for(int64_t B, const std::vector<cudaEvent_t>* 
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   check_cuda(err, "cudaGraphInstantiate");
-  graphs.emplace(B, exec);
+  graphs.emplace(shape.key(), exec);
   return exec;
 }
 
@@ -321,33 +406,214 @@ void CudaModel::upload_rows(std::span<const int32_t> tokens, std::span<const int
              "cudaMemcpyAsync (step rows)");
 }
 
-void CudaModel::launch_step(int64_t B) {
-  // The first step of a batch size runs eagerly (kernels load, cuBLAS and the SSM dispatchers
+void CudaModel::upload_verify_rows(std::span<const int32_t> tokens,
+                                   std::span<const int32_t> num_tokens,
+                                   std::span<const int32_t> slots, int64_t T) {
+  const int64_t B = static_cast<int64_t>(slots.size()), NT = B * T;
+  auto* host = static_cast<int32_t*>(io_host_.v);
+  int32_t *ids = host, *ntok = host + B, *tok = host + 2 * B;
+  int64_t next = 0;  // packed index of the row's first token
+  for (int64_t b = 0; b < B; ++b) {
+    ids[b] = slots[b];
+    ntok[b] = num_tokens[b];
+    for (int64_t t = 0; t < T; ++t) tok[b * T + t] = t < num_tokens[b] ? tokens[next + t] : 0;
+    next += num_tokens[b];
+  }
+  check_cuda(cudaMemcpyAsync(io_, host, (2 * B + NT) * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_.v),
+             "cudaMemcpyAsync (verify rows)");
+}
+
+void CudaModel::download_logits(int64_t rows) {
+  const int64_t V = cfg_.vocab_size;
+  check_cuda(cudaMemcpyAsync(logits_host_.v, logits_, rows * V * sizeof(float),
+                             cudaMemcpyDeviceToHost, stream_.v),
+             "cudaMemcpyAsync (logits)");
+  check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (step)");
+}
+
+void CudaModel::launch_step(const Shape& shape) {
+  // The first step of a shape runs eagerly (kernels load, cuBLAS and the SSM dispatchers
   // settle), later ones replay its graph: the same work, so the same results.
-  if (opt_.cuda_graphs && !eager_once_.insert(B).second)
-    check_cuda(cudaGraphLaunch(graph_for(B), stream_.v), "cudaGraphLaunch");
+  if (opt_.cuda_graphs && !eager_once_.insert(shape.key()).second)
+    check_cuda(cudaGraphLaunch(graph_for(shape), stream_.v), "cudaGraphLaunch");
   else
-    enqueue(B);
+    enqueue(shape);
 }
 
 void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                      std::span<float> logits) {
+  check<ProtocolError>(!pending_, "step: a verify step awaits accept()");
   const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
   check_step(cfg_, opt_, position_, tokens, slots, logits);
   if (B == 0) return;
-
-  cudaStream_t s = stream_.v;
+  if (opt_.spec_T > 0) {
+    // A model built for verify steps runs every step as one (T_b = 1, all accepted): its SSM
+    // rings are in speculative mode and the snapshot baseline keeps its state in buffers.
+    const std::vector<int32_t> ones(static_cast<size_t>(B), 1);
+    verify(tokens, ones, slots, logits);
+    accept(ones);
+    return;
+  }
   upload_rows(tokens, slots);
-  launch_step(B);
-  check_cuda(cudaMemcpyAsync(logits_host_.v, logits_, B * V * sizeof(float),
-                             cudaMemcpyDeviceToHost, s),
-             "cudaMemcpyAsync (logits)");
-  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (step)");
+  launch_step(Shape{B, 1, false});
+  download_logits(B);
   std::memcpy(logits.data(), logits_host_.v, B * V * sizeof(float));
   for (int32_t slot : slots) ++position_[slot];
 }
 
+void CudaModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                       std::span<const int32_t> slots, std::span<float> logits) {
+  check<UnsupportedError>(opt_.spec_T > 0,
+                          "verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
+  check_verify(cfg_, opt_, position_, tokens, num_tokens, slots, logits);
+  const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
+  int64_t T = 1, total = 0;
+  for (int32_t n : num_tokens) T = std::max<int64_t>(T, n), total += n;
+  pending_shape_ = Shape{B, T, true};
+  pending_slots_.assign(slots.begin(), slots.end());
+  pending_ntok_.assign(num_tokens.begin(), num_tokens.end());
+  if (total > 0) {  // (pad rows only: nothing to run)
+    upload_verify_rows(tokens, num_tokens, slots, T);
+    launch_step(pending_shape_);
+    download_logits(B * T);
+    const auto* host = static_cast<const float*>(logits_host_.v);
+    int64_t next = 0;
+    for (int64_t b = 0; b < B; ++b) {  // padded rows b * T + t -> packed
+      std::memcpy(logits.data() + next * V, host + b * T * V, num_tokens[b] * V * sizeof(float));
+      next += num_tokens[b];
+    }
+  }
+  pending_ = true;
+}
+
+void CudaModel::enqueue_accept(const int32_t* accepted, bool discard) {
+  const cuda::DeviceStep st = device_step(pending_shape_);
+  const int64_t B = st.n;
+  const int32_t S = static_cast<int32_t>(opt_.max_slots);
+  cudaStream_t s = stream_.v;
+  for (auto& sub : sub_) sub.mixer->accept(st, accepted);
+  const TensorView counts = cuda::device_view(const_cast<int32_t*>(accepted), DType::kI32, {B});
+  if (sh_.mode == SsmMode::kReplay) {
+    // One commit for every SSM layer (rows keeping 1..T_b tokens); rows that kept nothing move by
+    // ring.h's rule with n = 0 (ring_discard: a flush step's fold still rebases the origin).
+    replayssm::commit(sh_.cursors, st.rows, counts);
+    if (discard) replayssm::cuda::ring_discard(sh_.cursors, st.rows, counts);
+  } else if (sh_.snapshots()) {
+    cuda::snapshot_advance(st.slots, accepted, B, sh_.state_buffers(), S, snap_cur_, s);
+  }
+  cuda::advance_positions(positions_, st.slots, accepted, B, S, s);
+}
+
+void CudaModel::accept(std::span<const int32_t> accepted) {
+  check<ProtocolError>(pending_, "accept: no verify step is pending");
+  const int64_t B = pending_shape_.B;
+  check_accepted(pending_slots_.data(), pending_ntok_.data(), B, accepted);
+  bool discard = false, fed = false;
+  for (int64_t b = 0; b < B; ++b) {
+    discard = discard || (pending_slots_[b] >= 0 && accepted[b] == 0);
+    fed = fed || pending_ntok_[b] > 0;
+  }
+  if (fed) {  // io_ still holds the verify step's rows (nothing else ran since: pending_)
+    int32_t* host = static_cast<int32_t*>(io_host_.v) + io_ints_;
+    std::copy(accepted.begin(), accepted.end(), host);
+    check_cuda(cudaMemcpyAsync(accepted_, host, B * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               stream_.v),
+               "cudaMemcpyAsync (accepted)");
+    enqueue_accept(accepted_, discard);
+    // The staging of the counts is rewritten by the next accept(): its copy must have run.
+    check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (accept)");
+  }
+  for (int64_t b = 0; b < B; ++b)
+    if (pending_slots_[b] >= 0) position_[pending_slots_[b]] += accepted[b];
+  pending_ = false;
+}
+
+StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
+                                  std::span<const int32_t> num_tokens,
+                                  std::span<const int32_t> slots,
+                                  std::span<const std::vector<int32_t>> accepted) {
+  check<UnsupportedError>(opt_.spec_T > 0,
+                          "time_verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");
+  const int64_t B = static_cast<int64_t>(slots.size());
+  int64_t T = 1, total = 0;
+  for (int32_t n : num_tokens) T = std::max<int64_t>(T, n), total += n;
+  const Shape shape{B, T, true};
+  // A shape never run before gets one eager, untimed step first (launch_step's rule): it keeps
+  // accepted[0]'s counts.
+  const bool warm = !opt_.cuda_graphs || eager_once_.count(shape.key()) != 0;
+  std::vector<std::vector<int32_t>> run;
+  if (!warm && !accepted.empty()) run.push_back(accepted[0]);
+  run.insert(run.end(), accepted.begin(), accepted.end());
+  const int64_t steps = static_cast<int64_t>(run.size());
+  // Every step's checks first, on a copy of the positions: nothing runs unless all would.
+  std::vector<int64_t> pos = position_;
+  bool discard = false;
+  for (const std::vector<int32_t>& a : run) {
+    check_verify_rows(cfg_, opt_, pos, tokens, num_tokens, slots);
+    check_accepted(slots.data(), num_tokens.data(), B, a);
+    for (int64_t b = 0; b < B; ++b) {
+      if (slots[b] >= 0) pos[slots[b]] += a[b];
+      discard = discard || (slots[b] >= 0 && a[b] == 0);
+    }
+  }
+  StepTiming t;
+  if (B == 0 || steps == 0 || total == 0) return t;
+  cudaStream_t s = stream_.v;
+  // The counts of every step on the device before the clock starts.
+  int32_t* counts = nullptr;
+  check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&counts), steps * B * sizeof(int32_t), s),
+             "cudaMallocAsync (time_verify counts)");
+  std::vector<int32_t> flat;
+  for (const std::vector<int32_t>& a : run) flat.insert(flat.end(), a.begin(), a.end());
+  const int64_t first = warm ? 0 : 1;  // the timed steps
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(steps - first) + 1, nullptr);
+  const auto release = [&] {
+    for (cudaEvent_t e : ev)
+      if (e) cudaEventDestroy(e);
+    cudaFreeAsync(counts, s);
+    cudaStreamSynchronize(s);
+  };
+  try {
+    check_cuda(cudaMemcpyAsync(counts, flat.data(), flat.size() * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync (time_verify counts)");
+    pending_shape_ = shape;
+    pending_slots_.assign(slots.begin(), slots.end());
+    pending_ntok_.assign(num_tokens.begin(), num_tokens.end());
+    upload_verify_rows(tokens, num_tokens, slots, T);
+    if (!warm) {
+      launch_step(shape);  // eager: the shape's first run
+      enqueue_accept(counts, discard);
+      t.warmup_steps = 1;
+    }
+    if (opt_.cuda_graphs) graph_for(shape);  // captured before the clock starts
+    for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+    check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
+    for (int64_t i = first; i < steps; ++i) {
+      launch_step(shape);
+      enqueue_accept(counts + i * B, discard);
+      check_cuda(cudaEventRecord(ev[i - first + 1], s), "cudaEventRecord");
+    }
+    check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (timed verify steps)");
+    for (int64_t i = 0; i + first < steps; ++i) {
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
+      t.step_ms.push_back(ms);
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  position_ = pos;
+  return t;
+}
+
 void CudaModel::skip_to_position(std::span<const int32_t> slots, int64_t n) {
+  check<ProtocolError>(!pending_, "skip_to_position: a verify step awaits accept()");
   check_skip(opt_, slots, n);
   for (int32_t slot : slots) position_[slot] = n;
   // The host mirror is exact (step() advances both), so the device copy is rewritten whole.
@@ -360,8 +626,13 @@ void CudaModel::skip_to_position(std::span<const int32_t> slots, int64_t n) {
 
 StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                                  int32_t steps, bool profile) {
+  check<ProtocolError>(!pending_, "time_steps: a verify step awaits accept()");
+  check<UnsupportedError>(opt_.spec_T == 0,
+                          "time_steps: the model was loaded for verify steps (spec_T ",
+                          opt_.spec_T, "); time decode steps on a model with spec_T 0");
   const int64_t B = static_cast<int64_t>(slots.size());
-  const bool warm = !opt_.cuda_graphs || eager_once_.count(B) != 0;
+  const Shape shape{B, 1, false};
+  const bool warm = !opt_.cuda_graphs || eager_once_.count(shape.key()) != 0;
   check_time_steps(cfg_, opt_, position_, tokens, slots, steps, (profile ? 1 : 0) + (warm ? 0 : 1));
   StepTiming t;
   if (B == 0) return t;
@@ -371,11 +642,11 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
     for (int32_t slot : slots) ++position_[slot];
   };
   if (!warm) {  // the batch size's eager first step (launch_step), untimed
-    launch_step(B);
+    launch_step(shape);
     advance();
     t.warmup_steps = 1;
   }
-  if (opt_.cuda_graphs) graph_for(B);  // captured before the clock starts
+  if (opt_.cuda_graphs) graph_for(shape);  // captured before the clock starts
   std::vector<cudaEvent_t> ev(static_cast<size_t>(steps) + 1, nullptr);
   const auto destroy = [&] {
     for (cudaEvent_t e : ev)
@@ -385,7 +656,7 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
     for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
     for (int32_t i = 0; i < steps; ++i) {
-      launch_step(B);
+      launch_step(shape);
       check_cuda(cudaEventRecord(ev[i + 1], s), "cudaEventRecord");
       advance();
     }
@@ -409,9 +680,9 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
     marks_.push_back(e);
   }
   if (opt_.cuda_graphs)
-    check_cuda(cudaGraphLaunch(graph_for(B, &marks_), s), "cudaGraphLaunch (profile)");
+    check_cuda(cudaGraphLaunch(graph_for(shape, &marks_), s), "cudaGraphLaunch (profile)");
   else
-    enqueue(B, &marks_);
+    enqueue(shape, &marks_);
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (profile)");
   advance();
   const auto between = [&](size_t a, size_t b) {

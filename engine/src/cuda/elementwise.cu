@@ -46,11 +46,12 @@ __global__ void add_bias_kernel(float* y, int64_t ldy, const float* __restrict__
 }
 
 __global__ void advance_positions_kernel(int32_t* positions, const int32_t* __restrict__ slots,
-                                         int64_t B, int32_t num_slots) {
+                                         const int32_t* __restrict__ counts, int64_t B,
+                                         int32_t num_slots) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= B) return;
   const int32_t s = slots[b];
-  if (s >= 0 && s < num_slots) positions[s] += 1;
+  if (s >= 0 && s < num_slots) positions[s] += counts ? counts[b] : 1;
 }
 
 __global__ void zero_slot_rows_kernel(uint32_t* base, int64_t row_words,
@@ -86,10 +87,11 @@ void add_bias(float* y, int64_t ldy, const float* bias, int64_t B, int64_t n, cu
   check_launch("engine add_bias");
 }
 
-void advance_positions(int32_t* positions, const int32_t* slots, int64_t B, int32_t num_slots,
-                       cudaStream_t s) {
+void advance_positions(int32_t* positions, const int32_t* slots, const int32_t* counts, int64_t B,
+                       int32_t num_slots, cudaStream_t s) {
   if (B == 0) return;
-  advance_positions_kernel<<<blocks_for(B), kThreads, 0, s>>>(positions, slots, B, num_slots);
+  advance_positions_kernel<<<blocks_for(B), kThreads, 0, s>>>(positions, slots, counts, B,
+                                                              num_slots);
   check_launch("engine advance_positions");
 }
 

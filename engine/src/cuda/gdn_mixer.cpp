@@ -8,6 +8,7 @@
 #include "cuda/mixers.h"
 #include "cuda/state_emulation.h"
 #include "model/weights.h"
+#include "cuda/gdn/gdn_cuda.h"
 #include "replayssm/gdn.h"
 
 namespace replayssm::engine::cuda {
@@ -36,10 +37,11 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     layer_.A_log = device_view(a.upload_f32(w.A_log), DType::kF32, {Hv});
     layer_.dt_bias = device_view(a.upload_f32(w.dt_bias), DType::kF32, {Hv});
 
-    conv_state_ = a.alloc_n<float>(S * c_.conv_dim() * c_.conv_kernel);
+    conv_ = ConvBuffers(a, sh, c_.conv_dim(), c_.conv_kernel);
     const int64_t R = sh.mode == SsmMode::kReplay ? sh.cursors.config.rows() : 1;
-    cache_.state = device_view(alloc_state(a, sh.state_dtype, S * Hv * dv * dk), sh.state_dtype,
-                               {S, Hv, dv, dk});
+    const int64_t SB = S * sh.state_buffers();  // the snapshot baseline's buffers per slot
+    cache_.state = device_view(alloc_state(a, sh.state_dtype, SB * Hv * dv * dk), sh.state_dtype,
+                               {SB, Hv, dv, dk});
     cache_.ring_u = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
     cache_.ring_k = device_view(a.alloc_n<float>(S * Hk * R * dk), DType::kF32, {S, Hk, R, dk});
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
@@ -57,21 +59,17 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
-    const int64_t B = st.n, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t B = st.n, T = st.T, NT = st.tokens, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
     const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim, cd = c_.conv_dim();
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
-    st.blas->linear(in_proj_, x, B, s.proj, false);  // [q | k | v | z | b | a]
+    st.blas->linear(in_proj_, x, NT, s.proj, false);  // [q | k | v | z | b | a]
 
     ConvStep cv;
     cv.in = s.proj;
     cv.ld_in = in_proj_.out;
     cv.in_off = 0;
-    cv.C = cd;
-    cv.k = static_cast<int>(c_.conv_kernel);
-    cv.state = conv_state_;
-    cv.slots = st.slots;
-    cv.num_slots = static_cast<int32_t>(sh_.slots);
+    conv_.bind(cv, st);
     cv.w = conv_w_;
     cv.out[0] = s.q, cv.out[1] = s.k, cv.out[2] = s.v;
     cv.out_begin[0] = 0, cv.out_begin[1] = Hk * dk, cv.out_begin[2] = 2 * Hk * dk;
@@ -82,14 +80,19 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     cv.pass_out[0] = s.b, cv.pass_out[1] = s.a;
     conv_step(cv, B, st.stream);
 
-    gdn::Tokens in;
-    in.q = device_view(s.q, DType::kF32, {B, Hk, dk});
-    in.k = device_view(s.k, DType::kF32, {B, Hk, dk});
-    in.v = device_view(s.v, DType::kF32, {B, Hv, dv});
-    in.a = device_view(s.a, DType::kF32, {B, Hv});
-    in.b = device_view(s.b, DType::kF32, {B, Hv});
-    const TensorView y = device_view(s.y, DType::kF32, {B, Hv, dv});
-    if (sh_.mode == SsmMode::kReplay)
+    gdn::Tokens in;  // [B, T, ...]: the conv wrote row b's tokens at b * T + t
+    in.q = device_view(s.q, DType::kF32, {B, T, Hk, dk});
+    in.k = device_view(s.k, DType::kF32, {B, T, Hk, dk});
+    in.v = device_view(s.v, DType::kF32, {B, T, Hv, dv});
+    in.a = device_view(s.a, DType::kF32, {B, T, Hv});
+    in.b = device_view(s.b, DType::kF32, {B, T, Hv});
+    const TensorView y = device_view(s.y, DType::kF32, {B, T, Hv, dv});
+    if (st.speculative) {
+      if (sh_.mode == SsmMode::kReplay)
+        gdn::verify(layer_, cache_, sh_.cursors, in, st.rows, y);
+      else
+        snapshot_verify(in, st, y);
+    } else if (sh_.mode == SsmMode::kReplay)
       gdn::replay_step(layer_, cache_, sh_.cursors, in, st.rows, y);
     else
       gdn::conventional_step(layer_, cache_, in, st.rows, y);
@@ -108,13 +111,21 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     gn.gate_before = false;
     gn.eps = eps_;
     gn.out = s.gated;
-    gated_rms_norm(gn, B, st.stream);
-    st.blas->linear(out_proj_, s.gated, B, residual, true);
+    gated_rms_norm(gn, NT, st.stream);
+    st.blas->linear(out_proj_, s.gated, NT, residual, true);
+  }
+
+  void accept(const DeviceStep& st, const int32_t* accepted) override {
+    conv_.rollback(st, accepted);
   }
 
   void reset(const Rows& rows) override {
-    zero_conv_state(conv_state_, c_.conv_dim() * c_.conv_kernel, rows, sh_.slots);
-    gdn::reset_slots(cache_, rows);
+    conv_.reset(rows);
+    if (sh_.snapshots())
+      zero_state_rows(cache_.state.data, c_.num_v_heads * c_.head_v_dim * c_.head_k_dim * 4, sh_,
+                      rows);
+    else
+      gdn::reset_slots(cache_, rows);
     emu_.reset(rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
                static_cast<cudaStream_t>(rows.stream));
   }
@@ -124,8 +135,16 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     float *proj, *q, *k, *v, *a, *b, *y;
     bf16* gated;
   };
+  /// The snapshot baseline's verify (conventional mode): T_b sequential conventional updates from
+  /// the row's current buffer, one full state snapshot per token (CudaShared::snap_*).
+  void snapshot_verify(const gdn::Tokens& in, const DeviceStep& st, const TensorView& y) {
+    Rows r = st.rows;
+    r.slot_ids = device_view(sh_.snap_src, DType::kI32, {st.n});
+    replayssm::cuda::gdn::snapshot_verify(
+        layer_, cache_.state, in, r, device_view(sh_.snap_dst, DType::kI32, {st.n, st.T}), y);
+  }
   Scratch layout(Carve& c) const {
-    const int64_t S = sh_.slots, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
+    const int64_t S = sh_.max_tokens, Hk = c_.num_k_heads, Hv = c_.num_v_heads;
     const int64_t dk = c_.head_k_dim, dv = c_.head_v_dim;
     Scratch s;
     s.proj = c.take<float>(S * in_proj_.out);
@@ -143,7 +162,8 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
   float eps_;
   CudaShared& sh_;
   DeviceLinear in_proj_, out_proj_;
-  float *conv_w_ = nullptr, *norm_w_ = nullptr, *conv_state_ = nullptr;
+  float *conv_w_ = nullptr, *norm_w_ = nullptr;
+  ConvBuffers conv_;
   gdn::Layer layer_;
   gdn::Cache cache_;
   StateEmulation emu_;

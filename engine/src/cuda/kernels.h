@@ -52,6 +52,12 @@ void gated_rms_norm(const GatedNorm& p, int64_t B, cudaStream_t s);
 /// (j < pass_split to pass_out[0] [B, pass_split], the rest to pass_out[1]): Mamba-2 dt (with
 /// dt_process: softplus(v + dt_bias[j]) clamped to [dt_lo, dt_hi], for a dt floor or
 /// time_step_limit), GDN b | a.
+/// Speculative verify steps (T > 1 or ntok set): row b feeds ntok[b] tokens (0..T; a pad row 0)
+/// one after another through its state; its tokens are the data rows b * T + t of `in` and of
+/// every output (all row indices above are such data rows). Outputs of the rows' unused tokens
+/// (t >= ntok[b]) and of pad rows (slot outside [0, num_slots)) are written as 0. With `saved`
+/// and `kept` the launch also keeps what conv_rollback needs: the state before the step
+/// (saved [B, C, k]) and each token's conv input (kept [B * T, C]).
 struct ConvStep {
   const float* in = nullptr;  ///< projection rows, row stride ld_in
   int64_t ld_in = 0, in_off = 0;
@@ -69,8 +75,30 @@ struct ConvStep {
   bool dt_process = false;
   const float* dt_bias = nullptr;  ///< [pass_n] with dt_process
   float dt_lo = 0.0f, dt_hi = 0.0f;  ///< clamp bounds (dt_hi <= 0: no upper bound)
+  int T = 1;                       ///< token axis (1: a decode step)
+  const int32_t* ntok = nullptr;   ///< [B] tokens per row; nullptr: every row feeds T
+  float* saved = nullptr;          ///< [B, C, k] or nullptr
+  float* kept = nullptr;           ///< [B * T, C] or nullptr (with saved)
 };
 void conv_step(const ConvStep& p, int64_t B, cudaStream_t s);
+
+/// Rollback of the conv state after a speculative verify step (DESIGN.md §2: the ring rolls back
+/// by a cursor move, the conv window by this rebuild): row b keeps its first accepted[b] tokens
+/// (0..ntok[b]); its state becomes the last k values of (saved state, kept inputs 0..accepted-1)
+/// (conv_step's `saved` and `kept` of that step). Rows that kept every fed token and pad rows are
+/// untouched.
+struct ConvRollback {
+  float* state = nullptr;         ///< [num_slots, C, k]
+  const float* saved = nullptr;   ///< [B, C, k]
+  const float* kept = nullptr;    ///< [B * T, C]
+  const int32_t* slots = nullptr; ///< [B]
+  const int32_t* ntok = nullptr;  ///< [B]
+  const int32_t* accepted = nullptr;  ///< [B]
+  int32_t num_slots = 0;
+  int64_t C = 0;
+  int k = 4, T = 1;
+};
+void conv_rollback(const ConvRollback& p, int64_t B, cudaStream_t s);
 
 /// Decode attention over a per-slot KV cache (models.md §2.3-2.4): grouped-query heads (query
 /// head h reads kv head h / (nh / nkv)), softmax in fp32 over positions 0..pos of the row's slot.
@@ -93,6 +121,10 @@ struct Attention {
   int32_t num_slots = 0;
   const int32_t* slots = nullptr;      ///< [B]
   const int32_t* positions = nullptr;  ///< [num_slots] position of the row's token
+  /// [B] position of each row's token, or nullptr (positions[slots[b]]): verify steps, where a
+  /// slot's T tokens are rows of their own at consecutive positions (prep writes all of their
+  /// keys and values before decode reads any, so each sees its predecessors').
+  const int32_t* row_pos = nullptr;
   float scale = 1.0f;                  ///< head_dim^-1/2
   float* q = nullptr;                  ///< scratch [B, nh, hd] fp32
   bf16* out = nullptr;                 ///< [B, nh * hd]
@@ -121,9 +153,29 @@ void mlp_activation(const float* in, int64_t B, int64_t I, bool gated, bf16* out
 /// y[b, o] += bias[o] for y [B, n] with row stride ldy (nn.Linear bias).
 void add_bias(float* y, int64_t ldy, const float* bias, int64_t B, int64_t n, cudaStream_t s);
 
-/// positions[slots[b]] += 1 for every row (after a decode step).
-void advance_positions(int32_t* positions, const int32_t* slots, int64_t B, int32_t num_slots,
-                       cudaStream_t s);
+/// positions[slots[b]] += counts[b] for every row (counts nullptr: 1, a decode step; else the
+/// tokens a verify step's rows kept).
+void advance_positions(int32_t* positions, const int32_t* slots, const int32_t* counts, int64_t B,
+                       int32_t num_slots, cudaStream_t s);
+
+/// A verify step's token rows (rows b * T + t of row b's tokens): tok_slots[r] = slots[b] and
+/// tok_pos[r] = positions[slots[b]] + t for t < ntok[b], else -1 and 0 (unused rows, pad rows).
+void verify_rows(const int32_t* slots, const int32_t* ntok, const int32_t* positions, int64_t B,
+                 int32_t T, int32_t num_slots, int32_t* tok_slots, int32_t* tok_pos,
+                 cudaStream_t s);
+
+/// The snapshot baseline of speculative decoding (conventional SSM mode with verify steps; issue
+/// 5 item 5): slot s owns `buffers` = spec_T + 1 state buffers, pool rows s * buffers + j, and
+/// cur[s] says which holds its state. For each row b: src[b] = its current buffer, and (dst not
+/// nullptr) dst [B, T] the buffers its T tokens' snapshots go to, the others in cyclic order
+/// after cur (pad rows: -1).
+void snapshot_rows(const int32_t* slots, const int32_t* cur, int64_t B, int32_t T,
+                   int32_t buffers, int32_t num_slots, int32_t* src, int32_t* dst,
+                   cudaStream_t s);
+/// The baseline's rollback: row b's state becomes the snapshot after its accepted[b]-th token,
+/// cur[slots[b]] = (cur + accepted[b]) % buffers (0: the step is discarded, cur unchanged).
+void snapshot_advance(const int32_t* slots, const int32_t* accepted, int64_t B, int32_t buffers,
+                      int32_t num_slots, int32_t* cur, cudaStream_t s);
 
 /// Zeroes row slots[b] of `base` (rows of row_bytes bytes, a multiple of 4) for each of n ids.
 void zero_slot_rows(void* base, int64_t row_bytes, const int32_t* slots, int64_t n,

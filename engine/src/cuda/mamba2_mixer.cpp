@@ -9,6 +9,7 @@
 #include "cuda/mixers.h"
 #include "cuda/state_emulation.h"
 #include "model/weights.h"
+#include "cuda/mamba2/mamba2_cuda.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm::engine::cuda {
@@ -38,10 +39,11 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     layer_.D = device_view(a.upload_f32(w.D), DType::kF32, {Hh});
     layer_.dt_softplus = !clamped();
 
-    conv_state_ = a.alloc_n<float>(S * c_.conv_dim() * c_.conv_kernel);
+    conv_ = ConvBuffers(a, sh, c_.conv_dim(), c_.conv_kernel);
     const int64_t R = sh.mode == SsmMode::kReplay ? sh.cursors.config.rows() : 1;
-    cache_.state = device_view(alloc_state(a, sh.state_dtype, S * Hh * P * N), sh.state_dtype,
-                               {S, Hh, P, N});
+    const int64_t SB = S * sh.state_buffers();  // the snapshot baseline's buffers per slot
+    cache_.state = device_view(alloc_state(a, sh.state_dtype, SB * Hh * P * N), sh.state_dtype,
+                               {SB, Hh, P, N});
     cache_.ring_x = device_view(a.alloc_n<float>(S * Hh * R * P), DType::kF32, {S, Hh, R, P});
     cache_.ring_dt = device_view(a.alloc_n<float>(S * Hh * R), DType::kF32, {S, Hh, R});
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});
@@ -69,21 +71,17 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
-    const int64_t B = st.n, di = c_.d_inner(), cd = c_.conv_dim(), GN = c_.ngroups * c_.d_state;
-    const int64_t Hh = c_.nheads;
+    const int64_t B = st.n, T = st.T, NT = st.tokens, di = c_.d_inner(), cd = c_.conv_dim();
+    const int64_t Hh = c_.nheads, P = c_.headdim, G = c_.ngroups, N = c_.d_state, GN = G * N;
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
-    st.blas->linear(in_proj_, x, B, s.proj, false);
+    st.blas->linear(in_proj_, x, NT, s.proj, false);
 
     ConvStep cv;
     cv.in = s.proj;
     cv.ld_in = proj_out_;
     cv.in_off = di;  // [z | xBC | dt]
-    cv.C = cd;
-    cv.k = static_cast<int>(c_.conv_kernel);
-    cv.state = conv_state_;
-    cv.slots = st.slots;
-    cv.num_slots = static_cast<int32_t>(sh_.slots);
+    conv_.bind(cv, st);
     cv.w = conv_w_;
     cv.bias = conv_b_;
     cv.out[0] = s.x, cv.out[1] = s.B, cv.out[2] = s.C;
@@ -101,15 +99,20 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     }
     conv_step(cv, B, st.stream);
 
-    mamba2::Tokens in;
-    in.x = device_view(s.x, DType::kF32, {B, Hh, c_.headdim});
-    in.dt = device_view(s.dt, DType::kF32, {B, Hh});
-    in.B = device_view(s.B, DType::kF32, {B, c_.ngroups, c_.d_state});
-    in.C = device_view(s.C, DType::kF32, {B, c_.ngroups, c_.d_state});
-    const TensorView y = device_view(s.y, DType::kF32, {B, Hh, c_.headdim});
+    mamba2::Tokens in;  // [B, T, ...]: the conv wrote row b's tokens at b * T + t
+    in.x = device_view(s.x, DType::kF32, {B, T, Hh, P});
+    in.dt = device_view(s.dt, DType::kF32, {B, T, Hh});
+    in.B = device_view(s.B, DType::kF32, {B, T, G, N});
+    in.C = device_view(s.C, DType::kF32, {B, T, G, N});
+    const TensorView y = device_view(s.y, DType::kF32, {B, T, Hh, P});
     float* const state = static_cast<float*>(cache_.state.data);  // fp32 whenever emulating
     const int8_t* const is_flush = sh_.cursors.is_flush.ptr<int8_t>();
-    if (sh_.mode == SsmMode::kReplay) {
+    if (st.speculative) {
+      if (sh_.mode == SsmMode::kReplay)
+        mamba2::verify(layer_, cache_, sh_.cursors, in, st.rows, y);
+      else
+        snapshot_verify(in, st, y);
+    } else if (sh_.mode == SsmMode::kReplay) {
       emu_.before_step(state, st.slots, B, is_flush, st.stream);
       mamba2::replay_step(layer_, cache_, sh_.cursors, in, st.rows, y);
     } else {
@@ -128,13 +131,21 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     gn.gate_before = true;
     gn.eps = eps_;
     gn.out = s.gated;
-    gated_rms_norm(gn, B, st.stream);
-    st.blas->linear(out_proj_, s.gated, B, residual, true);
+    gated_rms_norm(gn, NT, st.stream);
+    st.blas->linear(out_proj_, s.gated, NT, residual, true);
+  }
+
+  void accept(const DeviceStep& st, const int32_t* accepted) override {
+    conv_.rollback(st, accepted);
   }
 
   void reset(const Rows& rows) override {
-    zero_conv_state(conv_state_, c_.conv_dim() * c_.conv_kernel, rows, sh_.slots);
-    mamba2::reset_slots(cache_, rows);
+    conv_.reset(rows);
+    if (sh_.snapshots())
+      zero_state_rows(cache_.state.data, c_.nheads * c_.headdim * c_.d_state * 4, sh_,
+                      rows);
+    else
+      mamba2::reset_slots(cache_, rows);
     emu_.reset(rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
                static_cast<cudaStream_t>(rows.stream));
   }
@@ -145,7 +156,7 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     bf16* gated;
   };
   Scratch layout(Carve& c) const {
-    const int64_t S = sh_.slots, di = c_.d_inner(), GN = c_.ngroups * c_.d_state;
+    const int64_t S = sh_.max_tokens, di = c_.d_inner(), GN = c_.ngroups * c_.d_state;
     Scratch s;
     s.proj = c.take<float>(S * proj_out_);
     s.x = c.take<float>(S * di);
@@ -155,6 +166,14 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     s.y = c.take<float>(S * di);
     s.gated = c.take<bf16>(S * di);
     return s;
+  }
+  /// The snapshot baseline's verify (conventional mode): T_b sequential conventional updates from
+  /// the row's current buffer, one full state snapshot per token (CudaShared::snap_*).
+  void snapshot_verify(const mamba2::Tokens& in, const DeviceStep& st, const TensorView& y) {
+    Rows r = st.rows;
+    r.slot_ids = device_view(sh_.snap_src, DType::kI32, {st.n});
+    replayssm::cuda::mamba2::snapshot_verify(
+        layer_, cache_.state, in, r, device_view(sh_.snap_dst, DType::kI32, {st.n, st.T}), y);
   }
   bool clamped() const {
     return sh_.dt_floor > 0 || c_.dt_min_clamp > 0 ||
@@ -168,7 +187,7 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
   int64_t proj_out_ = 0;
   DeviceLinear in_proj_, out_proj_;
   float *conv_w_ = nullptr, *conv_b_ = nullptr, *norm_w_ = nullptr, *dt_bias_ = nullptr;
-  float* conv_state_ = nullptr;
+  ConvBuffers conv_;
   mamba2::Layer layer_;
   mamba2::Cache cache_;
 };

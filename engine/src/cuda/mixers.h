@@ -22,12 +22,24 @@
 
 namespace replayssm::engine::cuda {
 
-/// The rows of one step, all device-resident.
+/// The rows of one step, all device-resident. A decode step feeds one token per row (T = 1); a
+/// speculative verify step feeds ntok[b] (0..T; pad rows slot -1 and 0) tokens to row b, laid out
+/// padded: the activation rows ("tokens") are b * T + t, those with t >= ntok[b] unused.
 struct DeviceStep {
   int64_t n = 0;                       ///< rows
-  Rows rows;                           ///< slot ids int32 [n] on the device, the stream, no host checks
+  int64_t T = 1;                       ///< token axis
+  int64_t tokens = 0;                  ///< activation rows: n * T
+  bool speculative = false;            ///< a verify step (SSM layers run verify; accept() follows)
+  /// slot ids int32 [n] on the device (+ num_tokens [n] when speculative), the stream, no host
+  /// checks
+  Rows rows;
   const int32_t* slots = nullptr;      ///< = rows.slot_ids data
+  const int32_t* ntok = nullptr;       ///< [n] tokens per row (speculative), else nullptr
   const int32_t* positions = nullptr;  ///< [max_slots] position of each slot's current token
+  /// [tokens] slot of each activation row (-1: unused) and its position; decode steps: slots
+  /// and nullptr (positions[slot]).
+  const int32_t* tok_slots = nullptr;
+  const int32_t* tok_pos = nullptr;
   cudaStream_t stream = nullptr;
   Blas* blas = nullptr;
   char* scratch = nullptr;  ///< shared by the mixers (they run one after another)
@@ -45,7 +57,20 @@ struct CudaShared {
   StateMode state_mode{};
   int64_t ssm_layers = 0;  ///< SSM layers built so far (the SR seeds' layer index)
   int64_t slots = 0, context = 0;
+  /// Verify steps' T (ModelOptions::spec_T; 0: none) and the most activation rows of a step
+  /// (slots * max(1, spec_T)): what the step scratch is sized for.
+  int32_t spec_T = 0;
+  int64_t max_tokens = 0;
+  /// The snapshot baseline (conventional mode with verify steps; kernels.h snapshot_rows): each
+  /// SSM layer's state pool holds spec_T + 1 buffers per slot; the model fills, per step, the
+  /// rows' current buffers snap_src [n] and their tokens' snapshot buffers snap_dst [n, T], and
+  /// at reset() the reset slots' buffers snap_reset [n]; every layer uses the same.
+  int32_t *snap_src = nullptr, *snap_dst = nullptr, *snap_reset = nullptr;
   DeviceArena* arena = nullptr;
+
+  bool snapshots() const { return mode == SsmMode::kConventional && spec_T > 0; }
+  /// State buffers per slot in an SSM layer's pool.
+  int32_t state_buffers() const { return snapshots() ? spec_T + 1 : 1; }
 };
 
 /// Device memory for n SSM state elements of `dtype` (float32, or 16-bit bf16 / fp16).
@@ -57,8 +82,12 @@ inline void* alloc_state(DeviceArena& a, DType dtype, int64_t n) {
 class CudaMixer {
  public:
   virtual ~CudaMixer() = default;
-  /// residual [n, hidden] fp32 += mixer(x), x [n, hidden] bf16.
+  /// residual [tokens, hidden] fp32 += mixer(x), x [tokens, hidden] bf16.
   virtual void forward(const bf16* x, float* residual, const DeviceStep& st) = 0;
+  /// After a verify step with the same rows: row b keeps its first accepted[b] tokens (device
+  /// [n]; 0 for pad rows, 0 on a real row discards its step). Stateless blocks and attention
+  /// (whose length cursor is the model's position) need nothing.
+  virtual void accept(const DeviceStep& /*st*/, const int32_t* /*accepted*/) {}
   /// Zeroes the per-sequence state of the rows' slots (device ids): conv and SSM state (the KV
   /// cache needs none: a slot only reads positions it wrote). Enqueued on rows.stream.
   virtual void reset(const Rows& rows) = 0;
@@ -110,10 +139,67 @@ class CarvedMixer : public CudaMixer {
   }
 };
 
-/// Zeroes the rolling conv state (`per_slot` floats per slot) of the rows' slots (device ids).
-inline void zero_conv_state(float* conv_state, int64_t per_slot, const Rows& rows, int64_t slots) {
-  zero_slot_rows(conv_state, per_slot * 4, rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
-                 static_cast<int32_t>(slots), static_cast<cudaStream_t>(rows.stream));
+/// An SSM mixer's rolling conv state [slots, C, k] and, with verify steps, what their rollback
+/// keeps (kernels.h conv_step / conv_rollback).
+class ConvBuffers {
+ public:
+  ConvBuffers() = default;
+  ConvBuffers(DeviceArena& a, const CudaShared& sh, int64_t C, int64_t k)
+      : C_(C), k_(static_cast<int>(k)), slots_(static_cast<int32_t>(sh.slots)) {
+    state_ = a.alloc_n<float>(sh.slots * C * k);
+    if (sh.spec_T > 0) {
+      saved_ = a.alloc_n<float>(sh.slots * C * k);
+      kept_ = a.alloc_n<float>(sh.slots * sh.spec_T * C);
+    }
+  }
+  /// Points a conv launch at the state and the step's rows (and, verify steps, the rollback's
+  /// buffers); the caller sets the input and output columns.
+  void bind(ConvStep& cv, const DeviceStep& st) const {
+    cv.C = C_;
+    cv.k = k_;
+    cv.state = state_;
+    cv.slots = st.slots;
+    cv.num_slots = slots_;
+    cv.T = static_cast<int>(st.T);
+    cv.ntok = st.ntok;
+    if (st.speculative) cv.saved = saved_, cv.kept = kept_;
+  }
+  /// After a verify step: the state after each row's accepted tokens.
+  void rollback(const DeviceStep& st, const int32_t* accepted) const {
+    ConvRollback rb;
+    rb.state = state_;
+    rb.saved = saved_;
+    rb.kept = kept_;
+    rb.slots = st.slots;
+    rb.ntok = st.ntok;
+    rb.accepted = accepted;
+    rb.num_slots = slots_;
+    rb.C = C_;
+    rb.k = k_;
+    rb.T = static_cast<int>(st.T);
+    conv_rollback(rb, st.n, st.stream);
+  }
+  /// Zeroes the state of the rows' slots (device ids).
+  void reset(const Rows& rows) const {
+    zero_slot_rows(state_, C_ * k_ * 4, rows.slot_ids.ptr<int32_t>(), rows.slot_ids.numel(),
+                   slots_, static_cast<cudaStream_t>(rows.stream));
+  }
+
+ private:
+  float *state_ = nullptr, *saved_ = nullptr, *kept_ = nullptr;
+  int64_t C_ = 0;
+  int k_ = 4;
+  int32_t slots_ = 0;
+};
+
+/// Zeroes the state buffers of the rows' slots in an SSM layer's pool: state rows of `row_bytes`
+/// bytes; with the snapshot baseline the reset slots' current buffers (CudaShared::snap_reset).
+inline void zero_state_rows(void* state, int64_t row_bytes, const CudaShared& sh,
+                            const Rows& rows) {
+  const int32_t* ids = sh.snapshots() ? sh.snap_reset : rows.slot_ids.ptr<int32_t>();
+  zero_slot_rows(state, row_bytes, ids, rows.slot_ids.numel(),
+                 static_cast<int32_t>(sh.slots * sh.state_buffers()),
+                 static_cast<cudaStream_t>(rows.stream));
 }
 
 }  // namespace replayssm::engine::cuda

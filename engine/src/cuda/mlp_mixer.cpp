@@ -22,9 +22,9 @@ class MlpMixer final : public CarvedMixer<MlpMixer> {
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
-    st.blas->linear(up_, x, st.n, s.up, false);
-    mlp_activation(s.up, st.n, I_, gated_, s.act, st.stream);
-    st.blas->linear(down_, s.act, st.n, residual, true);
+    st.blas->linear(up_, x, st.tokens, s.up, false);
+    mlp_activation(s.up, st.tokens, I_, gated_, s.act, st.stream);
+    st.blas->linear(down_, s.act, st.tokens, residual, true);
   }
 
   void reset(const Rows&) override {}
@@ -36,8 +36,8 @@ class MlpMixer final : public CarvedMixer<MlpMixer> {
   };
   Scratch layout(Carve& c) const {
     Scratch s;
-    s.up = c.take<float>(sh_.slots * up_.out);
-    s.act = c.take<bf16>(sh_.slots * I_);
+    s.up = c.take<float>(sh_.max_tokens * up_.out);
+    s.act = c.take<bf16>(sh_.max_tokens * I_);
     return s;
   }
 

@@ -105,7 +105,7 @@ class MoeMixer final : public CarvedMixer<MoeMixer> {
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
-    const int64_t n = st.n, P = n * K_;
+    const int64_t n = st.tokens, P = n * K_;
     if (n == 0) return;
     Carve carve(st.scratch);
     const Scratch s = layout(carve);
@@ -182,7 +182,7 @@ class MoeMixer final : public CarvedMixer<MoeMixer> {
     bf16* shared_act;
   };
   Scratch layout(Carve& c) const {
-    const int64_t S = sh_.slots, P = S * K_;
+    const int64_t S = sh_.max_tokens, P = S * K_;
     Scratch s;
     s.logits = c.take<float>(S * router_.out);
     s.latent = fc1_.out ? c.take<float>(S * width_) : nullptr;

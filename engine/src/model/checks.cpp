@@ -25,6 +25,8 @@ void check_state_option(const ModelOptions& opt) {
     check<UnsupportedError>(opt.cuda, "state mode '", name, "' runs on the CUDA engine only (the "
                             "CPU engine runs the 16-bit shared state as 'shared-", name,
                             "' with the conventional step)");
+    check<UnsupportedError>(opt.spec_T == 0, "state mode '", name, "': speculative decoding runs "
+                            "the fp32 state only (verify is fp32/fp32 in the library)");
     return;
   }
   const StateMode m = engine_state_mode(name);  // ConfigError naming an unknown name
@@ -144,6 +146,15 @@ void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
                   const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                   std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
                   std::span<const float> logits) {
+  check_verify_rows(cfg, opt, position, tokens, num_tokens, slots);
+  const int64_t total = static_cast<int64_t>(tokens.size()), V = cfg.vocab_size;
+  check<ShapeError>(int64_t(logits.size()) == total * V, "verify: logits hold ", logits.size(),
+                    " floats, expected tokens * vocab = ", total * V);
+}
+
+void check_verify_rows(const ModelConfig& cfg, const ModelOptions& opt,
+                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                       std::span<const int32_t> num_tokens, std::span<const int32_t> slots) {
   const int64_t B = static_cast<int64_t>(slots.size()), V = cfg.vocab_size;
   check<ShapeError>(num_tokens.size() == slots.size(), "verify: ", num_tokens.size(),
                     " token counts for ", slots.size(), " rows, expected one per row");
@@ -166,8 +177,6 @@ void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
   }
   check<ShapeError>(int64_t(tokens.size()) == total, "verify: ", tokens.size(),
                     " tokens, expected the sum of num_tokens = ", total);
-  check<ShapeError>(int64_t(logits.size()) == total * V, "verify: logits hold ", logits.size(),
-                    " floats, expected tokens * vocab = ", total * V);
   for (int32_t t : tokens)
     check<ConfigError>(t >= 0 && t < V, "token ", t, " is outside [0, ", V, ")");
 }

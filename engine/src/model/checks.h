@@ -49,6 +49,10 @@ void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
                   const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                   std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
                   std::span<const float> logits);
+/// check_verify without the logits (Model::time_verify, whose logits stay on the device).
+void check_verify_rows(const ModelConfig& cfg, const ModelOptions& opt,
+                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                       std::span<const int32_t> num_tokens, std::span<const int32_t> slots);
 
 /// The counts of Model::accept: one per row of the pending verify, 0..ntok[b] (0 for pad rows;
 /// 0 on a real row discards its step).

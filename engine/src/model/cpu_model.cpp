@@ -192,6 +192,33 @@ StepTiming CpuModel::time_steps(std::span<const int32_t> tokens, std::span<const
   return t;
 }
 
+StepTiming CpuModel::time_verify(std::span<const int32_t> tokens,
+                                 std::span<const int32_t> num_tokens,
+                                 std::span<const int32_t> slots,
+                                 std::span<const std::vector<int32_t>> accepted) {
+  check<UnsupportedError>(opt_.spec_T > 0,
+                          "time_verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");
+  // Every step's checks first, on a copy of the positions: nothing runs unless all would.
+  std::vector<int64_t> pos = position_;
+  for (const std::vector<int32_t>& a : accepted) {
+    check_verify_rows(cfg_, opt_, pos, tokens, num_tokens, slots);
+    check_accepted(slots.data(), num_tokens.data(), static_cast<int64_t>(slots.size()), a);
+    for (size_t b = 0; b < slots.size(); ++b)
+      if (slots[b] >= 0) pos[slots[b]] += a[b];
+  }
+  StepTiming t;
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(cfg_.vocab_size));
+  for (const std::vector<int32_t>& a : accepted) {
+    const auto t0 = std::chrono::steady_clock::now();
+    verify(tokens, num_tokens, slots, logits);
+    accept(a);
+    t.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return t;
+}
+
 void CpuModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                       std::span<const int32_t> slots, std::span<float> logits) {
   check<UnsupportedError>(opt_.spec_T > 0,

@@ -25,6 +25,9 @@ class CpuModel final : public Model {
   void skip_to_position(std::span<const int32_t> slots, int64_t n) override;
   StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                         int32_t steps, bool profile) override;
+  StepTiming time_verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                         std::span<const int32_t> slots,
+                         std::span<const std::vector<int32_t>> accepted) override;
 
  private:
   /// Fills batch_ for rows feeding ntok_ tokens (pad rows: slot -1, 0 tokens).

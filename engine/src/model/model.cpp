@@ -14,11 +14,6 @@ const char* ssm_mode_name(SsmMode m) {
 }
 
 namespace {
-// The SSM verify kernels exist on CUDA (mamba2::verify, gdn::verify); the CUDA model does not
-// run multi-token steps yet (attention, convolution and MLP over T tokens; issue 9).
-constexpr const char* kNoCudaVerify =
-    "speculative decoding is not wired into the CUDA model yet: run it with --device cpu";
-
 [[maybe_unused]] void check_cuda_build(const ModelOptions& options) {
   check<UnsupportedError>(!options.cuda,
                           "this build has no CUDA backend (configured without nvcc, or with "
@@ -26,15 +21,7 @@ constexpr const char* kNoCudaVerify =
 }
 }
 
-// Backends without verify steps (the CUDA model) inherit these.
-void Model::verify(std::span<const int32_t>, std::span<const int32_t>, std::span<const int32_t>,
-                   std::span<float>) {
-  throw UnsupportedError(kNoCudaVerify);
-}
-void Model::accept(std::span<const int32_t>) { throw UnsupportedError(kNoCudaVerify); }
-
 void validate_options(const ModelConfig& cfg, const ModelOptions& options) {
-  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
   const ModelOptions o = resolve_options(cfg, options);
 #ifdef RSSM_WITH_CUDA
   if (o.cuda) check_cuda_model(cfg, o);
@@ -44,7 +31,6 @@ void validate_options(const ModelConfig& cfg, const ModelOptions& options) {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
-  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
 #ifndef RSSM_WITH_CUDA
   check_cuda_build(options);  // before reading any file
 #endif
@@ -52,7 +38,6 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
 }
 
 std::unique_ptr<Model> Model::load(const Checkpoint& ck, const ModelOptions& options) {
-  check<UnsupportedError>(!(options.cuda && options.spec_T != 0), kNoCudaVerify);
 #ifdef RSSM_WITH_CUDA
   if (options.cuda) return make_cuda_model(ck, options);
 #else

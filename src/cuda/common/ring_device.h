@@ -12,4 +12,13 @@ namespace replayssm::cuda {
 void ring_commit(RingCursors& cursors, const Rows& rows, const TensorView& num_accepted);
 void ring_reset(RingCursors& cursors, const Rows& rows);
 
+/// The other half of a speculative step's commit, for callers that let a real row keep nothing
+/// (the engine's Model::accept with a count of 0: the row's verify step is discarded): every row
+/// whose num_accepted is 0 moves by ring.h's rule with n = 0 (commit_cursor(c, 0): no record
+/// becomes history; a flush step's fold of the committed history, already in the checkpoint,
+/// still rebases the origin). Other rows and pad ids are untouched; ring_commit moves those (it
+/// skips 0 counts when host checks are off). Speculative cursors only (ConfigError); no host
+/// checks of ids or counts.
+void ring_discard(RingCursors& cursors, const Rows& rows, const TensorView& num_accepted);
+
 }  // namespace replayssm::cuda

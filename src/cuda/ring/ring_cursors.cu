@@ -22,14 +22,15 @@ struct CursorPtrs {
 __global__ void commit_kernel(CursorPtrs c, const int32_t* __restrict__ ids,
                               const int32_t* __restrict__ num_tokens,
                               const int32_t* __restrict__ accepted, int32_t batch, int32_t R,
-                              int32_t L, int32_t T, bool decode) {
+                              int32_t L, int32_t T, bool decode, bool discard) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= batch) return;
   const int32_t slot = ids[b];
   if (slot < 0 || slot >= c.slots) return;  // pad row (or an unchecked bad id): untouched
   const int32_t fed = num_tokens ? num_tokens[b] : T;
   const int32_t n = accepted[b];
-  if (n < 1 || n > fed) return;
+  // discard: only the rows that kept nothing move (by the rule with n = 0); else counts 1..fed.
+  if (discard ? n != 0 : (n < 1 || n > fed)) return;
   const int32_t h = c.h[slot];
   const bool flush = c.is_flush[slot] != 0;
   const int32_t folded = flush ? (decode ? h + 1 : h) : 0;
@@ -97,8 +98,27 @@ void ring_commit(RingCursors& cursors, const Rows& rows, const TensorView& num_a
       ptrs(cursors, slots), rows.slot_ids.ptr<int32_t>(),
       rows.num_tokens.empty() ? nullptr : rows.num_tokens.ptr<int32_t>(),
       num_accepted.ptr<int32_t>(), static_cast<int32_t>(batch), cfg.rows(), cfg.L, cfg.T,
-      cfg.mode == RingMode::kDecode);
+      cfg.mode == RingMode::kDecode, /*discard=*/false);
   check_launch("ring.commit kernel launch");
+}
+
+void ring_discard(RingCursors& cursors, const Rows& rows, const TensorView& num_accepted) {
+  const char* op = "ring.discard";
+  const int64_t slots = slots_of(cursors, op);
+  validate::cursors(cursors, slots, cursors.config.mode, Device::kCUDA, op);
+  check<ConfigError>(cursors.config.mode == RingMode::kSpeculative, op,
+                     ": discarding a step needs speculative cursors");
+  const int64_t batch = batch_of(rows, op);
+  validate::expect(num_accepted, "ring.discard num_accepted", {batch}, {DType::kI32},
+                   Device::kCUDA);
+  if (batch == 0) return;
+  const RingConfig& cfg = cursors.config;
+  const auto stream = static_cast<cudaStream_t>(rows.stream);
+  const int blocks = static_cast<int>((batch + kThreads - 1) / kThreads);
+  commit_kernel<<<blocks, kThreads, 0, stream>>>(
+      ptrs(cursors, slots), rows.slot_ids.ptr<int32_t>(), nullptr, num_accepted.ptr<int32_t>(),
+      static_cast<int32_t>(batch), cfg.rows(), cfg.L, cfg.T, /*decode=*/false, /*discard=*/true);
+  check_launch("ring.discard kernel launch");
 }
 
 void ring_reset(RingCursors& cursors, const Rows& rows) {

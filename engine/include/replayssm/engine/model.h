@@ -59,7 +59,8 @@ struct ModelOptions {
   /// steps (step() only). With ssm kReplay the SSM layers run the library's verify on a
   /// kSpeculative ring (ring_L >= 2 spec_T); with kConventional they run the peers' snapshot
   /// baseline (spec_T sequential conventional updates, one full state snapshot per token, the
-  /// accepted one selected by accept()). CPU only: the CUDA engine raises UnsupportedError.
+  /// accepted one selected by accept(); on CUDA each slot owns spec_T + 1 state buffers and
+  /// accept() moves which one holds its state, as the peers' serving engines do).
   int32_t spec_T = 0;
 };
 
@@ -131,11 +132,11 @@ class Model {
   /// layer at once; a pad row has slot -1 and num_tokens 0. tokens: the rows' tokens one after
   /// another (sum of num_tokens). logits: [sum num_tokens, vocab] in the same order: the logits
   /// after each fed token. Nothing is committed: call accept() next, before any other step, verify
-  /// or reset. Errors (nothing modified): UnsupportedError (spec_T = 0, CUDA), SlotError (bad or
+  /// or reset. Errors (nothing modified): UnsupportedError (spec_T = 0), SlotError (bad or
   /// repeated slot, count outside 1..spec_T, context full), ShapeError, ConfigError (token range),
   /// ProtocolError (a verify still awaits accept).
   virtual void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
-                      std::span<const int32_t> slots, std::span<float> logits);
+                      std::span<const int32_t> slots, std::span<float> logits) = 0;
 
   /// Ends the pending verify: row b keeps its first accepted[b] tokens (1..num_tokens[b]; 0 for
   /// pad rows; 0 on a real row discards its whole step, as if it had not run). The SSM ring cursors are committed once for all layers (rollback of the rest is a
@@ -143,7 +144,7 @@ class Model {
   /// selects its accepted snapshot, attention keeps its rejected keys past the length cursor
   /// (overwritten later). Errors (nothing modified): ProtocolError (no pending verify), ShapeError
   /// (size), SlotError (count out of range).
-  virtual void accept(std::span<const int32_t> accepted);
+  virtual void accept(std::span<const int32_t> accepted) = 0;
 
   // Benchmark support (`replayssm bench e2e`): the steps below do the work of real decode steps,
   // but what they compute is not a continuation of any text.
@@ -165,6 +166,18 @@ class Model {
   /// UnsupportedError for a model loaded with spec_T > 0 (time its decode steps on one without).
   virtual StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                                 int32_t steps, bool profile) = 0;
+
+  /// Runs one verify + accept step per entry of `accepted` (each as accept()'s counts), feeding
+  /// the same rows every time (tokens, num_tokens and slots as verify(); nothing is sampled, the
+  /// logits stay where the model computes them), and times each step: CUDA events around the
+  /// step's launches (CUDA), the host clock (CPU). On CUDA a (batch, T) shape never run before gets
+  /// one untimed step first with accepted[0]'s counts (StepTiming::warmup_steps). Every step
+  /// advances positions and rings exactly like verify() + accept(). Errors as verify() and accept()
+  /// for any step (nothing modified).
+  virtual StepTiming time_verify(std::span<const int32_t> tokens,
+                                 std::span<const int32_t> num_tokens,
+                                 std::span<const int32_t> slots,
+                                 std::span<const std::vector<int32_t>> accepted) = 0;
 
   /// Bytes of device memory the model holds (weights, SSM states and rings, KV caches, buffers);
   /// 0 on the CPU.
