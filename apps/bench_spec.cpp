@@ -67,6 +67,7 @@ struct Point {
   int64_t seq_bytes = 0;      ///< sequence_bytes(...).total()
   int64_t max_batch = 0;      ///< sequences the memory budget holds
   int L = 0;                  ///< ring length (standard, replay)
+  bool fits = true;           ///< false: the device could not hold this many sequences
 };
 
 engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int T,
@@ -155,11 +156,30 @@ int run_spec(const SpecArgs& args) {
   Progress bar("bench spec", static_cast<long>((1 + 2 * a.Ts.size()) * a.batches.size()));
   const double budget = a.budget_gib * 1024.0 * 1024.0 * 1024.0;
   const auto run = [&](const std::string& v, int T) {
-    const engine::ModelOptions o = options(a, v, T, max_batch);
-    const int64_t per_seq = engine::sequence_bytes(src.cfg, o).total();
-    const std::unique_ptr<engine::Model> model = engine::Model::load(src.ck, o);
-    for (const int64_t b : a.batches) {
-      Point p = time_point(*model, a, v, T, b, rng);
+    const int64_t per_seq = engine::sequence_bytes(src.cfg, options(a, v, T, max_batch)).total();
+    // The largest batch the device holds: a variant that runs out of device memory at load is
+    // loaded again for the next smaller batch; the batches above are reported as not fitting
+    // (the snapshot baseline keeps T + 1 states per sequence).
+    std::unique_ptr<engine::Model> model;
+    size_t fit = a.batches.size();
+    while (!model && fit > 0) {
+      try {
+        model = engine::Model::load(src.ck, options(a, v, T, a.batches[fit - 1]));
+      } catch (const DeviceError& e) {
+        if (std::string(e.what()).find("cudaErrorMemoryAllocation") == std::string::npos) throw;
+        --fit;
+      }
+    }
+    for (size_t i = 0; i < a.batches.size(); ++i) {
+      Point p;
+      if (i < fit) {
+        p = time_point(*model, a, v, T, a.batches[i], rng);
+      } else {
+        p.variant = v;
+        p.T = T;
+        p.batch = a.batches[i];
+        p.fits = false;
+      }
       p.seq_bytes = per_seq;
       p.max_batch = static_cast<int64_t>(budget / static_cast<double>(per_seq));
       points.push_back(p);
@@ -183,12 +203,18 @@ int run_spec(const SpecArgs& args) {
     fmt::print("\nT = {}: committed tokens/s (replay / snapshot, replay / standard)\n", T);
     fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  mean accepted\n", "batch", "standard",
                "snapshot", "replay", "/snap", "/std");
+    // "oom": the device could not hold that batch for the variant.
+    const auto rate = [](const Point* p) {
+      return p->fits ? fmt::format("{:.1f}", p->tokens_per_s) : std::string("oom");
+    };
+    const auto ratio = [](const Point* x, const Point* y) {
+      return x->fits && y->fits ? fmt::format("{:.2f}x", x->tokens_per_s / y->tokens_per_s)
+                                : std::string("-");
+    };
     for (const int64_t b : a.batches) {
       const Point *st = find("standard", T, b), *sn = find("snapshot", T, b), *re = find("replay", T, b);
-      fmt::print("{:>6} {:>12.1f} {:>12.1f} {:>12.1f} {:>8.2f}x {:>8.2f}x  {:.2f}\n", b,
-                 st->tokens_per_s, sn->tokens_per_s, re->tokens_per_s,
-                 re->tokens_per_s / sn->tokens_per_s, re->tokens_per_s / st->tokens_per_s,
-                 re->mean_accepted);
+      fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  {:.2f}\n", b, rate(st), rate(sn),
+                 rate(re), ratio(re, sn), ratio(re, st), re->mean_accepted);
     }
     fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
                "snapshot {}, replay {}\n",
@@ -208,14 +234,18 @@ int run_spec(const SpecArgs& args) {
     x["T"] = spec ? json(p.T) : json(1);
     x["L"] = p.variant == "snapshot" ? json(nullptr) : json(p.L);  // snapshot: no ring
     x["state"] = "fp32/fp32";
-    x["ms_per_step"] = p.ms;
-    x["tokens_per_s"] = p.tokens_per_s;
-    x["mean_accepted"] = p.mean_accepted;
+    // Points the device could not hold: null measurements, "fits_device": false.
+    const auto rel = [&](const Point* base) {
+      return p.fits && base->fits ? json(p.tokens_per_s / base->tokens_per_s) : json(nullptr);
+    };
+    x["fits_device"] = p.fits;
+    x["ms_per_step"] = p.fits ? json(p.ms) : json(nullptr);
+    x["tokens_per_s"] = p.fits ? json(p.tokens_per_s) : json(nullptr);
+    x["mean_accepted"] = p.fits ? json(p.mean_accepted) : json(nullptr);
     x["acceptance"] = spec ? json(fmt::format("per-draft {}", a.alpha)) : json(nullptr);
-    x["speedup"] = p.tokens_per_s / st->tokens_per_s;
+    x["speedup"] = rel(st);
     x["baseline"] = "standard";
-    if (p.variant == "replay")
-      x["speedup_vs_snapshot"] = p.tokens_per_s / find("snapshot", p.T, p.batch)->tokens_per_s;
+    if (p.variant == "replay") x["speedup_vs_snapshot"] = rel(find("snapshot", p.T, p.batch));
     x["sequence_bytes"] = p.seq_bytes;
     x["max_batch_in_budget"] = p.max_batch;
     rows.push_back(std::move(x));
@@ -225,7 +255,7 @@ int run_spec(const SpecArgs& args) {
     j["bench"] = "spec";
     j["commit"] = a.commit.empty() ? git_commit() : a.commit;
     j["date"] = utc_now();
-    j["gpu"] = nullptr;
+    j["gpu"] = a.device == "cuda" ? json(cuda::device_summary()) : json(nullptr);
     j["cpu"] = cpu_name();
     j["device"] = a.device;
     j["weights"] = src.weights;
@@ -234,8 +264,9 @@ int run_spec(const SpecArgs& args) {
     j["memory_budget_gib"] = a.budget_gib;
     j["method"] =
         "per (variant, T, batch): fresh slots at position `context`; one warm-up step, then "
-        "`steps` verify + accept steps (standard: decode steps) timed on the host clock; each "
-        "row feeds T tokens and commits the count the acceptance trace gives (the same trace for "
+        "`steps` verify + accept steps (standard: decode steps; Model::time_verify / time_steps: "
+        "CUDA events around each step's launches on CUDA, the logits staying on the device; the "
+        "host clock on the CPU); each row feeds T tokens and commits the count the acceptance trace gives (the same trace for "
         "snapshot and replay); tokens_per_s = committed tokens / time. max_batch_in_budget = "
         "memory_budget / sequence_bytes (weights not included).";
     j["rows"] = std::move(rows);

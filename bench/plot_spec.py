@@ -27,7 +27,10 @@ def main():
         sys.exit(f"plot_spec: {sys.argv[1]}: {e}")
     if doc.get("bench") != "spec" or not doc.get("rows"):
         sys.exit(f"plot_spec: {sys.argv[1]} is not a bench spec result")
-    rows = doc["rows"]
+    # Points the device could not hold carry null measurements ("fits_device": false): gaps.
+    rows = [{k: (float("nan") if v is None and k in ("tokens_per_s", "speedup",
+                                                      "speedup_vs_snapshot", "mean_accepted")
+                 else v) for k, v in r.items()} for r in doc["rows"]]
     Ts = sorted({r["T"] for r in rows if r["variant"] != "standard"})
     fig, axes = plt.subplots(2, len(Ts), figsize=(6 * len(Ts), 8), squeeze=False)
     standard = sorted((r["batch"], r["tokens_per_s"]) for r in rows if r["variant"] == "standard")
@@ -46,7 +49,8 @@ def main():
         if T == 4:
             bottom.plot([512, 512], [1.8, 1.7], "k*", markersize=12, label="targets (batch 512)")
         bottom.axhline(1.0, color="gray", linewidth=0.8)
-        mean = rep[-1][1]["mean_accepted"] if rep else 0
+        means = [r["mean_accepted"] for _, r in rep if r["mean_accepted"] == r["mean_accepted"]]
+        mean = means[-1] if means else 0
         top.set_title(f"T = {T}: committed tokens/s ({doc.get('alpha')} per draft, "
                       f"{mean:.2f} tokens per row-step)", fontsize=9)
         bottom.set_title(f"T = {T}: ReplaySSM speculative decoding speedup", fontsize=9)

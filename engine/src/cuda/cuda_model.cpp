@@ -177,8 +177,16 @@ class CudaModel final : public Model {
   std::vector<int64_t> position_;
   // The pending verify step (accept() ends it).
   bool pending_ = false;
+  // The device runs the real rows only (pad rows feed no token and touch nothing, and dropping
+  // them bounds a step's rows by max_slots): pending_shape_.B rows, pending_real_[i] the caller's
+  // row of device row i.
   Shape pending_shape_;
-  std::vector<int32_t> pending_slots_, pending_ntok_;
+  std::vector<int32_t> pending_slots_, pending_ntok_;  ///< the caller's rows
+  std::vector<int64_t> pending_real_;
+  /// Starts a pending verify step of the caller's rows (pending_*), T its widest row.
+  void begin_verify(std::span<const int32_t> num_tokens, std::span<const int32_t> slots);
+  /// The values of the device rows, from the caller's rows (e.g. accept()'s counts).
+  std::vector<int32_t> real_rows(std::span<const int32_t> per_row) const;
 };
 
 CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
@@ -468,24 +476,42 @@ void CudaModel::verify(std::span<const int32_t> tokens, std::span<const int32_t>
                           "verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
   check_verify(cfg_, opt_, position_, tokens, num_tokens, slots, logits);
-  const int64_t B = static_cast<int64_t>(slots.size()), V = cfg_.vocab_size;
-  int64_t T = 1, total = 0;
-  for (int32_t n : num_tokens) T = std::max<int64_t>(T, n), total += n;
-  pending_shape_ = Shape{B, T, true};
-  pending_slots_.assign(slots.begin(), slots.end());
-  pending_ntok_.assign(num_tokens.begin(), num_tokens.end());
-  if (total > 0) {  // (pad rows only: nothing to run)
-    upload_verify_rows(tokens, num_tokens, slots, T);
-    launch_step(pending_shape_);
+  begin_verify(num_tokens, slots);
+  const Shape& shape = pending_shape_;
+  const int64_t B = shape.B, T = shape.T, V = cfg_.vocab_size;
+  if (B > 0) {  // (pad rows only: nothing to run)
+    const std::vector<int32_t> ids = real_rows(slots), ntok = real_rows(num_tokens);
+    upload_verify_rows(tokens, ntok, ids, T);  // pad rows feed no token: `tokens` as it is
+    launch_step(shape);
     download_logits(B * T);
     const auto* host = static_cast<const float*>(logits_host_.v);
     int64_t next = 0;
     for (int64_t b = 0; b < B; ++b) {  // padded rows b * T + t -> packed
-      std::memcpy(logits.data() + next * V, host + b * T * V, num_tokens[b] * V * sizeof(float));
-      next += num_tokens[b];
+      std::memcpy(logits.data() + next * V, host + b * T * V, ntok[b] * V * sizeof(float));
+      next += ntok[b];
     }
   }
   pending_ = true;
+}
+
+void CudaModel::begin_verify(std::span<const int32_t> num_tokens, std::span<const int32_t> slots) {
+  pending_slots_.assign(slots.begin(), slots.end());
+  pending_ntok_.assign(num_tokens.begin(), num_tokens.end());
+  pending_real_.clear();
+  int64_t T = 1;
+  for (size_t b = 0; b < slots.size(); ++b) {
+    if (slots[b] < 0) continue;
+    pending_real_.push_back(static_cast<int64_t>(b));
+    T = std::max<int64_t>(T, num_tokens[b]);
+  }
+  pending_shape_ = Shape{static_cast<int64_t>(pending_real_.size()), T, true};
+}
+
+std::vector<int32_t> CudaModel::real_rows(std::span<const int32_t> per_row) const {
+  std::vector<int32_t> out;
+  out.reserve(pending_real_.size());
+  for (int64_t b : pending_real_) out.push_back(per_row[b]);
+  return out;
 }
 
 void CudaModel::enqueue_accept(const int32_t* accepted, bool discard) {
@@ -508,24 +534,22 @@ void CudaModel::enqueue_accept(const int32_t* accepted, bool discard) {
 
 void CudaModel::accept(std::span<const int32_t> accepted) {
   check<ProtocolError>(pending_, "accept: no verify step is pending");
+  check_accepted(pending_slots_.data(), pending_ntok_.data(),
+                 static_cast<int64_t>(pending_slots_.size()), accepted);
+  const std::vector<int32_t> counts = real_rows(accepted);
   const int64_t B = pending_shape_.B;
-  check_accepted(pending_slots_.data(), pending_ntok_.data(), B, accepted);
-  bool discard = false, fed = false;
-  for (int64_t b = 0; b < B; ++b) {
-    discard = discard || (pending_slots_[b] >= 0 && accepted[b] == 0);
-    fed = fed || pending_ntok_[b] > 0;
-  }
-  if (fed) {  // io_ still holds the verify step's rows (nothing else ran since: pending_)
+  if (B > 0) {  // io_ still holds the verify step's rows (nothing else ran since: pending_)
     int32_t* host = static_cast<int32_t*>(io_host_.v) + io_ints_;
-    std::copy(accepted.begin(), accepted.end(), host);
+    std::copy(counts.begin(), counts.end(), host);
     check_cuda(cudaMemcpyAsync(accepted_, host, B * sizeof(int32_t), cudaMemcpyHostToDevice,
                                stream_.v),
                "cudaMemcpyAsync (accepted)");
+    const bool discard = std::find(counts.begin(), counts.end(), 0) != counts.end();
     enqueue_accept(accepted_, discard);
     // The staging of the counts is rewritten by the next accept(): its copy must have run.
     check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (accept)");
   }
-  for (int64_t b = 0; b < B; ++b)
+  for (size_t b = 0; b < pending_slots_.size(); ++b)
     if (pending_slots_[b] >= 0) position_[pending_slots_[b]] += accepted[b];
   pending_ = false;
 }
@@ -537,10 +561,10 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
   check<UnsupportedError>(opt_.spec_T > 0,
                           "time_verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");
-  const int64_t B = static_cast<int64_t>(slots.size());
-  int64_t T = 1, total = 0;
-  for (int32_t n : num_tokens) T = std::max<int64_t>(T, n), total += n;
-  const Shape shape{B, T, true};
+  check_verify_rows(cfg_, opt_, position_, tokens, num_tokens, slots);
+  begin_verify(num_tokens, slots);  // the device rows (pending_ stays false: nothing awaits accept)
+  const Shape shape = pending_shape_;
+  const int64_t B = shape.B, T = shape.T;
   // A shape never run before gets one eager, untimed step first (launch_step's rule): it keeps
   // accepted[0]'s counts.
   const bool warm = !opt_.cuda_graphs || eager_once_.count(shape.key()) != 0;
@@ -549,25 +573,28 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
   run.insert(run.end(), accepted.begin(), accepted.end());
   const int64_t steps = static_cast<int64_t>(run.size());
   // Every step's checks first, on a copy of the positions: nothing runs unless all would.
+  const int64_t rows = static_cast<int64_t>(slots.size());
   std::vector<int64_t> pos = position_;
-  bool discard = false;
   for (const std::vector<int32_t>& a : run) {
     check_verify_rows(cfg_, opt_, pos, tokens, num_tokens, slots);
-    check_accepted(slots.data(), num_tokens.data(), B, a);
-    for (int64_t b = 0; b < B; ++b) {
+    check_accepted(slots.data(), num_tokens.data(), rows, a);
+    for (int64_t b = 0; b < rows; ++b)
       if (slots[b] >= 0) pos[slots[b]] += a[b];
-      discard = discard || (slots[b] >= 0 && a[b] == 0);
-    }
   }
   StepTiming t;
-  if (B == 0 || steps == 0 || total == 0) return t;
+  if (B == 0 || steps == 0) return t;
   cudaStream_t s = stream_.v;
   // The counts of every step on the device before the clock starts.
   int32_t* counts = nullptr;
   check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&counts), steps * B * sizeof(int32_t), s),
              "cudaMallocAsync (time_verify counts)");
   std::vector<int32_t> flat;
-  for (const std::vector<int32_t>& a : run) flat.insert(flat.end(), a.begin(), a.end());
+  bool discard = false;
+  for (const std::vector<int32_t>& a : run) {
+    const std::vector<int32_t> c = real_rows(a);
+    discard = discard || std::find(c.begin(), c.end(), 0) != c.end();
+    flat.insert(flat.end(), c.begin(), c.end());
+  }
   const int64_t first = warm ? 0 : 1;  // the timed steps
   std::vector<cudaEvent_t> ev(static_cast<size_t>(steps - first) + 1, nullptr);
   const auto release = [&] {
@@ -580,10 +607,7 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
     check_cuda(cudaMemcpyAsync(counts, flat.data(), flat.size() * sizeof(int32_t),
                                cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync (time_verify counts)");
-    pending_shape_ = shape;
-    pending_slots_.assign(slots.begin(), slots.end());
-    pending_ntok_.assign(num_tokens.begin(), num_tokens.end());
-    upload_verify_rows(tokens, num_tokens, slots, T);
+    upload_verify_rows(tokens, real_rows(num_tokens), real_rows(slots), T);
     if (!warm) {
       launch_step(shape);  // eager: the shape's first run
       enqueue_accept(counts, discard);

@@ -10,8 +10,11 @@
 namespace replayssm::engine::cuda {
 
 inline void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw DeviceError(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+  if (err == cudaSuccess) return;
+  // A failed call also leaves its error as the thread's last error (non-sticky ones until read):
+  // clear it, or the next check_launch would report it again.
+  cudaGetLastError();
+  throw DeviceError(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
                       cudaGetErrorString(err) + ")");
 }
 
