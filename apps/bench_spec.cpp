@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -68,6 +69,8 @@ struct Point {
   int64_t max_batch = 0;      ///< sequences the memory budget holds
   int L = 0;                  ///< ring length (standard, replay)
   bool fits = true;           ///< false: the device could not hold this many sequences
+  /// One more step timed part by part (CUDA; StepTiming::kind_ms), milliseconds per block kind.
+  std::map<std::string, double> kind_ms;
 };
 
 engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int T,
@@ -101,7 +104,8 @@ Point time_point(engine::Model& model, const SpecArgs& a, const std::string& var
     std::vector<int32_t> tokens(static_cast<size_t>(batch));
     for (int32_t& t : tokens) t = tok(rng);
     model.time_steps(tokens, slots, 1, false);  // warm-up
-    const engine::StepTiming t = model.time_steps(tokens, slots, a.steps, false);
+    const engine::StepTiming t = model.time_steps(tokens, slots, a.steps, a.device == "cuda");
+    p.kind_ms = t.kind_ms;
     p.ms = percentile(t.step_ms, 0.5);
     p.tokens_per_s = static_cast<double>(batch) / (p.ms * 1e-3);
     return p;
@@ -116,7 +120,9 @@ Point time_point(engine::Model& model, const SpecArgs& a, const std::string& var
   // the token values, and the logits stay on the device on CUDA as in a serving engine).
   const std::span<const std::vector<int32_t>> all(trace);
   model.time_verify(tokens, ntok, slots, all.first(1));
-  const engine::StepTiming t = model.time_verify(tokens, ntok, slots, all.subspan(1));
+  const engine::StepTiming t =
+      model.time_verify(tokens, ntok, slots, all.subspan(1), a.device == "cuda");
+  p.kind_ms = t.kind_ms;
   int64_t committed = 0;
   double seconds = 0;
   for (double ms : t.step_ms) seconds += ms * 1e-3;
@@ -221,6 +227,17 @@ int run_spec(const SpecArgs& args) {
                a.budget_gib, a.context, find("standard", T, a.batches[0])->max_batch,
                find("snapshot", T, a.batches[0])->max_batch,
                find("replay", T, a.batches[0])->max_batch);
+    // Where a step's time goes (CUDA: one profiled step per point), at the largest batch each
+    // variant held.
+    for (const char* v : {"standard", "snapshot", "replay"}) {
+      const Point* at = nullptr;
+      for (const int64_t b : a.batches)
+        if (const Point* p = find(v, T, b); p->fits && !p->kind_ms.empty()) at = p;
+      if (!at) continue;
+      std::string parts;
+      for (const auto& [k, ms] : at->kind_ms) parts += fmt::format(" {} {:.2f}", k, ms);
+      fmt::print("  {} at batch {}: ms per step{}\n", v, at->batch, parts);
+    }
   }
   for (const Point& p : points) {
     const bool spec = p.variant != "standard";
@@ -246,6 +263,7 @@ int run_spec(const SpecArgs& args) {
     x["speedup"] = rel(st);
     x["baseline"] = "standard";
     if (p.variant == "replay") x["speedup_vs_snapshot"] = rel(find("snapshot", p.T, p.batch));
+    if (!p.kind_ms.empty()) x["kind_ms"] = p.kind_ms;
     x["sequence_bytes"] = p.seq_bytes;
     x["max_batch_in_budget"] = p.max_batch;
     rows.push_back(std::move(x));

@@ -2,7 +2,9 @@
 // attention on the host: GQA groups of 1..16 query heads (a group split over blocks included),
 // head_dim 16..256 (split kernel for head_dim % 32 == 0, the per-head kernel otherwise), output
 // gates, per-row positions from 0 to the end of the cache, pad rows (exact zeros), one chunk and
-// several (the combine kernel), NaN-poisoned outputs and a guard after them.
+// several (the combine kernel), NaN-poisoned outputs and a guard after them; and verify steps'
+// row groups (Attention::tokens_per_row: T tokens of one slot at consecutive positions, some
+// unused, queries of a group served together).
 //
 // Tolerance: K, V are bf16 in both; the kernel accumulates in fp32 (scores, exponentials, P·V over
 // up to 300 positions: ~1e-6 relative) and rounds the output to bf16 (2^-9 relative), so
@@ -12,6 +14,7 @@
 #ifdef RSSM_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -49,20 +52,32 @@ struct Case {
   bool gate;
 };
 
-void run_case(const Case& c, int splits_override) {
+void run_case(const Case& c, int splits_override, int TT = 1) {
   SCOPED_TRACE("nh " + std::to_string(c.nh) + " nkv " + std::to_string(c.nkv) + " hd " +
                std::to_string(c.hd) + " gate " + std::to_string(c.gate) + " splits " +
-               std::to_string(splits_override));
-  std::mt19937 rng(c.nh * 1000 + c.hd + splits_override);
+               std::to_string(splits_override) + " tokens per row " + std::to_string(TT));
+  std::mt19937 rng(c.nh * 1000 + c.hd + splits_override + 100 * TT);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int32_t pool = 9, ctx = 300;
-  const std::vector<int32_t> slots{7, -1, 0, 4, 2, 8};  // row 1 a pad row
-  const int64_t B = static_cast<int64_t>(slots.size());
+  const std::vector<int32_t> group_slots{7, -1, 0, 4, 2, 8};  // group 1 a pad row (group)
   std::vector<int32_t> positions(pool);
   for (int32_t& p : positions) p = static_cast<int32_t>(rng() % ctx);
   positions[7] = 0;
   positions[0] = ctx - 1;
   positions[2] = 31;  // ends on a tile edge
+  // Rows: TT per group, token t of group g at positions[slot] - (TT - 1) + t (within the cache);
+  // group g uses its first 1 + (g % TT) tokens, the others are unused rows (slot -1).
+  std::vector<int32_t> slots, row_pos;
+  for (size_t g = 0; g < group_slots.size(); ++g) {
+    const int32_t s = group_slots[g];
+    const int32_t base = s < 0 ? 0 : std::max(0, positions[s] - (TT - 1));
+    for (int t = 0; t < TT; ++t) {
+      const bool used = s >= 0 && t <= int(g % TT);
+      slots.push_back(used ? s : -1);
+      row_pos.push_back(used ? base + t : 0);
+    }
+  }
+  const int64_t B = static_cast<int64_t>(slots.size());
   const int64_t cache_n = int64_t{pool} * ctx * c.nkv * c.hd;
   std::vector<uint16_t> kc(cache_n), vc(cache_n);
   for (auto& x : kc) x = f32_to_bf16(u(rng));
@@ -76,6 +91,7 @@ void run_case(const Case& c, int splits_override) {
   Dev<bf16> dv(cache_n, reinterpret_cast<const bf16*>(vc.data()));
   Dev<float> dq(q.size(), q.data()), dproj(proj.size(), proj.data());
   Dev<int32_t> dslots(slots.size(), slots.data()), dpos(positions.size(), positions.data());
+  Dev<int32_t> drow_pos(row_pos.size(), row_pos.data());
   const int64_t out_n = B * c.nh * c.hd, guard = 64;
   std::vector<uint16_t> poison(out_n + guard, 0x7FC1);  // bf16 NaN
   Dev<bf16> dout(poison.size(), reinterpret_cast<const bf16*>(poison.data()));
@@ -93,6 +109,10 @@ void run_case(const Case& c, int splits_override) {
   at.num_slots = pool;
   at.slots = dslots.p;
   at.positions = dpos.p;
+  if (TT > 1) {
+    at.row_pos = drow_pos.p;
+    at.tokens_per_row = TT;
+  }
   at.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   at.q = dq.p;
   at.out = dout.p;
@@ -117,7 +137,7 @@ void run_case(const Case& c, int splits_override) {
         for (int d = 0; d < c.hd; ++d) ASSERT_EQ(out[o + d], 0u) << "pad row b " << b;
         continue;
       }
-      const int32_t slot = slots[b], n = positions[slot] + 1, j = h / G;
+      const int32_t slot = slots[b], n = (TT > 1 ? row_pos[b] : positions[slot]) + 1, j = h / G;
       std::vector<double> s(n);
       double mx = -1e300;
       for (int t = 0; t < n; ++t) {
@@ -144,8 +164,8 @@ void run_case(const Case& c, int splits_override) {
     }
   }
   for (int64_t i = out_n; i < out_n + guard; ++i) ASSERT_EQ(out[i], 0x7FC1u) << "guard " << i;
-  std::printf("  nh %d nkv %d hd %d splits %d: max |diff| %.2e\n", c.nh, c.nkv, c.hd, at.splits,
-              worst);
+  std::printf("  nh %d nkv %d hd %d splits %d tokens per row %d: max |diff| %.2e\n", c.nh, c.nkv,
+              c.hd, at.splits, TT, worst);
 }
 
 TEST(AttentionCuda, MatchesFp64SoftmaxAttention) {
@@ -163,6 +183,20 @@ TEST(AttentionCuda, MatchesFp64SoftmaxAttention) {
   };
   for (const Case& c : cases)
     for (const int splits : {1, 0, 7}) run_case(c, splits);
+}
+
+TEST(AttentionCuda, VerifyRowGroupsMatchFp64SoftmaxAttention) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  const Case cases[] = {
+      {40, 8, 128, false},  // Nemotron-3-Nano-4B: 4 tokens x 5 heads over 3 blocks of 8
+      {16, 4, 256, true},   // Qwen3.5-4B (gated)
+      {6, 2, 64, false},    // the bundled models
+      {4, 4, 32, true},     // groups of one head
+      {8, 2, 16, true},     // head_dim 16: the per-head kernel (rows one by one)
+  };
+  for (const Case& c : cases)
+    for (const int TT : {2, 4, 8})
+      for (const int splits : {1, 0, 7}) run_case(c, splits, TT);
 }
 
 }  // namespace

@@ -199,7 +199,11 @@ __device__ __forceinline__ void write_out(const Attention& p, int64_t b, int h, 
   p.out[(b * p.nh + h) * p.hd + d] = __float2bfloat16_rn(o);
 }
 
-/// hd = 32 E, GB = heads_per_block(hd, G). Grid (nkv x head blocks, B, splits), kSplitWarps warps.
+/// hd = 32 E, GB = heads_per_block(hd, TT * G) queries per block, TT = tokens_per_row. A block
+/// serves queries q0 .. q0 + gb - 1 of one (KV head j, row group): query q is token q / G (row
+/// group * TT + q / G) and query head j * G + q % G, and each query sees positions up to its own
+/// token's (the tokens of a verify step are consecutive positions of one slot). Grid (nkv x query
+/// blocks, B / TT, splits), kSplitWarps warps.
 template <int E, int GB>
 __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(Attention p) {
   constexpr int HD = 32 * E;
@@ -207,24 +211,40 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(At
   __shared__ float red_m[kSplitWarps][GB], red_l[kSplitWarps][GB];
   __shared__ float red_acc[kSplitWarps][GB][HD];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int G = p.nh / p.nkv, head_blocks = (G + GB - 1) / GB;
-  const int j = blockIdx.x / head_blocks;
-  const int h0 = j * G + (blockIdx.x % head_blocks) * GB;
-  const int gb = min(GB, (j + 1) * G - h0);
-  const int64_t b = blockIdx.y;
+  const int TT = p.tokens_per_row, G = p.nh / p.nkv, QG = TT * G;
+  const int q_blocks = (QG + GB - 1) / GB;
+  const int j = blockIdx.x / q_blocks;
+  const int q0 = (blockIdx.x % q_blocks) * GB;
+  const int gb = min(GB, QG - q0);
+  const int64_t rows0 = static_cast<int64_t>(blockIdx.y) * TT;  // the group's first row
   const int split = blockIdx.z;
-  const int32_t slot = p.slots[b];
-  if (slot < 0 || slot >= p.num_slots) {  // pad row: zeros (the combine kernel's job if split)
+  const int32_t slot = p.slots[rows0];  // every used token of the group has this slot
+  // Row, query head and positions seen (0: a pad row or an unused token) of each query.
+  int64_t row[GB];
+  int head[GB];
+  int32_t seen[GB];
+  int32_t n = 0;
+#pragma unroll
+  for (int g = 0; g < GB; ++g) {
+    const int q = q0 + min(g, gb - 1);
+    row[g] = rows0 + q / G;
+    head[g] = j * G + q % G;
+    const int32_t s = p.slots[row[g]];
+    seen[g] = g < gb && s >= 0 && s < p.num_slots ? row_position(p, row[g], s) + 1 : 0;
+    n = max(n, seen[g]);
+  }
+  if (slot < 0 || slot >= p.num_slots) {  // pad rows: zeros (the combine kernel's job if split)
     if (p.splits == 1)
       for (int i = threadIdx.x; i < gb * HD; i += blockDim.x)
-        p.out[(b * p.nh + h0 + i / HD) * HD + i % HD] = __float2bfloat16_rn(0.0f);
+        p.out[(row[i / HD] * p.nh + head[i / HD]) * HD + i % HD] = __float2bfloat16_rn(0.0f);
     return;
   }
-  const int32_t n = row_position(p, b, slot) + 1;  // positions 0..pos, the row's own token included
   const int32_t chunk = (n + p.splits - 1) / p.splits;
   const int32_t c0 = split * chunk, c1 = min(n, c0 + chunk);
-  for (int i = threadIdx.x; i < GB * HD; i += blockDim.x)
-    q_s[i / HD][i % HD] = i / HD < gb ? p.q[(b * p.nh + h0 + i / HD) * HD + i % HD] : 0.0f;
+  for (int i = threadIdx.x; i < GB * HD; i += blockDim.x) {
+    const int g = i / HD;
+    q_s[g][i % HD] = g < gb ? p.q[(row[g] * p.nh + head[g]) * HD + i % HD] : 0.0f;
+  }
   __syncthreads();
 
   float m[GB], l[GB], acc[GB][E];
@@ -262,10 +282,11 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(At
     float pr[GB];
 #pragma unroll
     for (int g = 0; g < GB; ++g) {
-      const float s = valid ? sc[g] * p.scale : -FLT_MAX;
+      const bool seen_g = valid && t < seen[g];  // causal within the verify step's tokens
+      const float s = seen_g ? sc[g] * p.scale : -FLT_MAX;
       const float m_new = fmaxf(m[g], warp_max(s));
       const float corr = expf(m[g] - m_new);
-      pr[g] = valid ? expf(s - m_new) : 0.0f;
+      pr[g] = seen_g ? expf(s - m_new) : 0.0f;
       l[g] = l[g] * corr + warp_sum(pr[g]);
       m[g] = m_new;
 #pragma unroll
@@ -305,8 +326,11 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(At
       L += red_l[w][g] * f;
       O += red_acc[w][g][d] * f;
     }
-    const int h = h0 + g;
-    if (p.splits == 1) {
+    const int64_t b = row[g];
+    const int h = head[g];
+    if (seen[g] == 0) {  // an unused token (the combine kernel zeroes it if split)
+      if (p.splits == 1) p.out[(b * p.nh + h) * HD + d] = __float2bfloat16_rn(0.0f);
+    } else if (p.splits == 1) {
       write_out(p, b, h, d, O / L);
     } else {
       const int64_t part = (b * p.nh + h) * p.splits + split;
@@ -339,21 +363,22 @@ __global__ void attention_combine_kernel(Attention p) {
 
 template <int E, int GB>
 void launch_split_gb(const Attention& p, int64_t B, cudaStream_t s) {
-  const int G = p.nh / p.nkv;
-  const dim3 grid(static_cast<unsigned>(p.nkv * ((G + GB - 1) / GB)), static_cast<unsigned>(B),
-                  static_cast<unsigned>(p.splits));
+  const int QG = p.tokens_per_row * (p.nh / p.nkv);
+  const dim3 grid(static_cast<unsigned>(p.nkv * ((QG + GB - 1) / GB)),
+                  static_cast<unsigned>(B / p.tokens_per_row), static_cast<unsigned>(p.splits));
   attention_split_kernel<E, GB><<<grid, kSplitWarps * 32, 0, s>>>(p);
 }
 
 template <int E>
 void launch_split(const Attention& p, int64_t B, cudaStream_t s) {
-  switch (heads_per_block(p.hd, p.nh / p.nkv)) {
+  const int QG = p.tokens_per_row * (p.nh / p.nkv);
+  switch (heads_per_block(p.hd, QG)) {
     case 1: launch_split_gb<E, 1>(p, B, s); break;
     case 2: launch_split_gb<E, 2>(p, B, s); break;
     case 4: launch_split_gb<E, 4>(p, B, s); break;
     default:
       if constexpr (E <= 4) {
-        if (heads_per_block(p.hd, p.nh / p.nkv) == 6)
+        if (heads_per_block(p.hd, QG) == 6)
           launch_split_gb<E, 6>(p, B, s);
         else
           launch_split_gb<E, 8>(p, B, s);
@@ -382,19 +407,23 @@ void attention_prep(const Attention& p, int64_t B, cudaStream_t s) {
 
 int attention_splits(const Attention& p, int64_t B, int num_sms) {
   if (p.hd % 32 != 0 || B <= 0) return 1;
-  const int G = p.nh / p.nkv, GB = heads_per_block(p.hd, G);
-  const int64_t blocks = int64_t{p.nkv} * ((G + GB - 1) / GB) * B;
+  const int QG = p.tokens_per_row * (p.nh / p.nkv), GB = heads_per_block(p.hd, QG);
+  const int64_t blocks = int64_t{p.nkv} * ((QG + GB - 1) / GB) * (B / p.tokens_per_row);
   // About four blocks per SM; a chunk keeps at least 64 positions of a full context.
   const int64_t want = (4 * int64_t{num_sms} + blocks - 1) / blocks;
   const int64_t most = std::max<int64_t>(1, (p.ctx + 63) / 64);
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 64)));
 }
 
-int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms) {
+int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms, int max_T) {
   int64_t most = 0;
-  for (int64_t B = 1; B <= max_rows; ++B) {
-    const int splits = attention_splits(p, B, num_sms);
-    if (splits > 1) most = std::max(most, B * splits);
+  for (int TT = 1; TT <= max_T; ++TT) {
+    Attention q = p;
+    q.tokens_per_row = TT;
+    for (int64_t B = TT; B <= max_rows; B += TT) {
+      const int splits = attention_splits(q, B, num_sms);
+      if (splits > 1) most = std::max(most, B * splits);
+    }
   }
   return most;
 }

@@ -2,6 +2,7 @@
 // [q | k | v], then attention_prep (q/k norm, RoPE, k/v into the per-slot bf16 KV cache at the
 // row's position) and attention_decode (GQA softmax over the slot's positions, sigmoid output
 // gate), o_proj accumulated into the residual. Nemotron-H: no RoPE, no norms, no gate.
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/launch_check.h"
@@ -41,7 +42,8 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device),
                "cudaDeviceGetAttribute");
-    partial_rows_ = attention_partial_rows(shape(), sh.max_tokens, num_sms_);
+    partial_rows_ = attention_partial_rows(shape(), sh.max_tokens, num_sms_,
+                                           std::max(1, sh.spec_T));
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {
@@ -64,6 +66,7 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     at.slots = st.tok_slots;
     at.positions = st.positions;
     at.row_pos = st.tok_pos;
+    at.tokens_per_row = static_cast<int>(st.T);
     at.scale = static_cast<float>(1.0 / std::sqrt(double(c_.head_dim)));
     at.q = s.q;
     at.out = s.out;

@@ -113,7 +113,7 @@ class CudaModel final : public Model {
                         int32_t steps, bool profile) override;
   StepTiming time_verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                          std::span<const int32_t> slots,
-                         std::span<const std::vector<int32_t>> accepted) override;
+                         std::span<const std::vector<int32_t>> accepted, bool profile) override;
   int64_t device_bytes() const override { return static_cast<int64_t>(arena_.bytes()); }
 
  private:
@@ -146,6 +146,9 @@ class CudaModel final : public Model {
   /// T tokens (enqueue derives each token row's slot and position on the device).
   void upload_verify_rows(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                           std::span<const int32_t> slots, int64_t T);
+  /// Runs one step of `shape` with an event between sub-layers (StepTiming::kind_ms; the graph
+  /// variant with marks), then, for a verify step (accepted: its device counts), its accept.
+  void profile_step(const Shape& shape, const int32_t* accepted, StepTiming& t);
   /// Enqueues accept() of the pending step's rows with the counts at `accepted` (device [B]):
   /// conv rollback, ring commit (and ring_discard where `discard`: some real row kept nothing),
   /// the snapshot baseline's buffer change, positions. No host synchronisation.
@@ -557,7 +560,7 @@ void CudaModel::accept(std::span<const int32_t> accepted) {
 StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
                                   std::span<const int32_t> num_tokens,
                                   std::span<const int32_t> slots,
-                                  std::span<const std::vector<int32_t>> accepted) {
+                                  std::span<const std::vector<int32_t>> accepted, bool profile) {
   check<UnsupportedError>(opt_.spec_T > 0,
                           "time_verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");
@@ -571,6 +574,7 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
   std::vector<std::vector<int32_t>> run;
   if (!warm && !accepted.empty()) run.push_back(accepted[0]);
   run.insert(run.end(), accepted.begin(), accepted.end());
+  if (profile && !accepted.empty()) run.push_back(accepted.back());  // the profiled step
   const int64_t steps = static_cast<int64_t>(run.size());
   // Every step's checks first, on a copy of the positions: nothing runs unless all would.
   const int64_t rows = static_cast<int64_t>(slots.size());
@@ -595,8 +599,9 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
     discard = discard || std::find(c.begin(), c.end(), 0) != c.end();
     flat.insert(flat.end(), c.begin(), c.end());
   }
-  const int64_t first = warm ? 0 : 1;  // the timed steps
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(steps - first) + 1, nullptr);
+  // The timed steps: run[first, last).
+  const int64_t first = warm ? 0 : 1, last = steps - (profile ? 1 : 0);
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(last - first) + 1, nullptr);
   const auto release = [&] {
     for (cudaEvent_t e : ev)
       if (e) cudaEventDestroy(e);
@@ -616,17 +621,18 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
     if (opt_.cuda_graphs) graph_for(shape);  // captured before the clock starts
     for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
-    for (int64_t i = first; i < steps; ++i) {
+    for (int64_t i = first; i < last; ++i) {
       launch_step(shape);
       enqueue_accept(counts + i * B, discard);
       check_cuda(cudaEventRecord(ev[i - first + 1], s), "cudaEventRecord");
     }
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (timed verify steps)");
-    for (int64_t i = 0; i + first < steps; ++i) {
+    for (int64_t i = 0; i + first < last; ++i) {
       float ms = 0;
       check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
       t.step_ms.push_back(ms);
     }
+    if (profile) profile_step(shape, counts + last * B, t);
   } catch (...) {
     release();
     throw;
@@ -696,8 +702,14 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
   }
   destroy();
   if (!profile) return t;
+  profile_step(shape, nullptr, t);
+  advance();
+  return t;
+}
 
-  const size_t n_marks = sub_.size() + 3;
+void CudaModel::profile_step(const Shape& shape, const int32_t* accepted, StepTiming& t) {
+  cudaStream_t s = stream_.v;
+  const size_t n_marks = sub_.size() + 4;  // enqueue's marks, then one after accept
   while (marks_.size() < n_marks) {
     cudaEvent_t e = nullptr;
     check_cuda(cudaEventCreate(&e), "cudaEventCreate (profile)");
@@ -707,17 +719,25 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
     check_cuda(cudaGraphLaunch(graph_for(shape, &marks_), s), "cudaGraphLaunch (profile)");
   else
     enqueue(shape, &marks_);
+  const size_t end = sub_.size() + 2;  // enqueue's last mark
+  if (accepted) {
+    enqueue_accept(accepted, true);
+    check_cuda(cudaEventRecord(marks_[end + 1], s), "cudaEventRecord (profile)");
+  }
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (profile)");
-  advance();
   const auto between = [&](size_t a, size_t b) {
     float ms = 0;
     check_cuda(cudaEventElapsedTime(&ms, marks_[a], marks_[b]), "cudaEventElapsedTime");
     return static_cast<double>(ms);
   };
-  t.kind_ms["embed+head"] = between(0, 1) + between(sub_.size() + 1, sub_.size() + 2);
-  for (size_t i = 0; i < sub_.size(); ++i) t.kind_ms[block_name(sub_[i].kind)] += between(i + 1, i + 2);
-  t.profiled_ms = between(0, sub_.size() + 2);
-  return t;
+  t.kind_ms["embed+head"] = between(0, 1) + between(end - 1, end);
+  for (size_t i = 0; i < sub_.size(); ++i)
+    t.kind_ms[block_name(sub_[i].kind)] += between(i + 1, i + 2);
+  t.profiled_ms = between(0, end);
+  if (accepted) {
+    t.kind_ms["accept"] = between(end, end + 1);
+    t.profiled_ms += t.kind_ms["accept"];
+  }
 }
 
 }  // namespace

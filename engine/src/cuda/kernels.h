@@ -125,6 +125,11 @@ struct Attention {
   /// slot's T tokens are rows of their own at consecutive positions (prep writes all of their
   /// keys and values before decode reads any, so each sees its predecessors').
   const int32_t* row_pos = nullptr;
+  /// Verify steps: rows come in groups of tokens_per_row (B a multiple of it), rows g * T + t
+  /// holding token t of one slot at consecutive positions (unused tokens slot -1); split
+  /// decoding then serves all of a group's queries of a KV head from one read of its keys and
+  /// values, each query masked to the positions up to its own. 1: independent rows.
+  int tokens_per_row = 1;
   float scale = 1.0f;                  ///< head_dim^-1/2
   float* q = nullptr;                  ///< scratch [B, nh, hd] fp32
   bf16* out = nullptr;                 ///< [B, nh * hd]
@@ -136,9 +141,10 @@ struct Attention {
   float* part_ml = nullptr;
 };
 /// The split count attention_decode uses for B rows (attention_splits) and the partial rows
-/// (B * splits) the largest over B = 1..max_rows needs: the scratch to lay out.
+/// (B * splits) the largest over B = 1..max_rows rows in groups of 1..max_T tokens needs: the
+/// scratch to lay out.
 int attention_splits(const Attention& p, int64_t B, int num_sms);
-int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms);
+int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms, int max_T);
 /// Normalises / rotates q (into Attention::q) and k, and writes k, v at the row's position.
 void attention_prep(const Attention& p, int64_t B, cudaStream_t s);
 /// Attention of each query head over its slot's cache: out (bf16) [B, nh * hd]. hd % 32 == 0:

@@ -195,7 +195,7 @@ StepTiming CpuModel::time_steps(std::span<const int32_t> tokens, std::span<const
 StepTiming CpuModel::time_verify(std::span<const int32_t> tokens,
                                  std::span<const int32_t> num_tokens,
                                  std::span<const int32_t> slots,
-                                 std::span<const std::vector<int32_t>> accepted) {
+                                 std::span<const std::vector<int32_t>> accepted, bool) {
   check<UnsupportedError>(opt_.spec_T > 0,
                           "time_verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");

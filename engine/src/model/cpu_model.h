@@ -27,7 +27,8 @@ class CpuModel final : public Model {
                         int32_t steps, bool profile) override;
   StepTiming time_verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                          std::span<const int32_t> slots,
-                         std::span<const std::vector<int32_t>> accepted) override;
+                         std::span<const std::vector<int32_t>> accepted,
+                         bool profile) override;
 
  private:
   /// Fills batch_ for rows feeding ntok_ tokens (pad rows: slot -1, 0 tokens).

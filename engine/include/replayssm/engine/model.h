@@ -171,13 +171,16 @@ class Model {
   /// the same rows every time (tokens, num_tokens and slots as verify(); nothing is sampled, the
   /// logits stay where the model computes them), and times each step: CUDA events around the
   /// step's launches (CUDA), the host clock (CPU). On CUDA a (batch, T) shape never run before gets
-  /// one untimed step first with accepted[0]'s counts (StepTiming::warmup_steps). Every step
-  /// advances positions and rings exactly like verify() + accept(). Errors as verify() and accept()
-  /// for any step (nothing modified).
+  /// one untimed step first with accepted[0]'s counts (StepTiming::warmup_steps). With `profile`
+  /// (CUDA; ignored on the CPU) one more step with the last entry's counts is run and timed part
+  /// by part as time_steps does, plus "accept" (accept()'s launches). Every step advances
+  /// positions and rings exactly like verify() + accept(). Errors as verify() and accept() for any
+  /// step (nothing modified).
   virtual StepTiming time_verify(std::span<const int32_t> tokens,
                                  std::span<const int32_t> num_tokens,
                                  std::span<const int32_t> slots,
-                                 std::span<const std::vector<int32_t>> accepted) = 0;
+                                 std::span<const std::vector<int32_t>> accepted,
+                                 bool profile = false) = 0;
 
   /// Bytes of device memory the model holds (weights, SSM states and rings, KV caches, buffers);
   /// 0 on the CPU.
