@@ -302,7 +302,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   auto* a = new SpecArgs;  // lives as long as the app (the process)
   auto* sub = bench.add_subcommand(
       "spec", "speculative decoding throughput: standard vs snapshot vs ReplaySSM speculative "
-              "decoding with one acceptance trace (CPU engine for now)");
+              "decoding with one acceptance trace");
   sub->add_option("--arch", a->arch, "a published architecture, built with --random-weights");
   sub->add_option("--model", a->model, "a checkpoint directory")->check(CLI::ExistingDirectory);
   sub->add_flag("--random-weights", a->random_weights, "random weights of a trained model's scale");

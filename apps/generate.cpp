@@ -330,7 +330,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
   auto* spec = sub->add_option("--speculate", o->speculate,
                   "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
-                  "drafts; CPU only)")
+                  "drafts)")
       ->check(in_range(1, 8));
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "

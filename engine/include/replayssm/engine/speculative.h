@@ -39,7 +39,7 @@ struct SpecStats {
 
 /// Runs all requests to completion with at most `batch` active rows. Errors: as serve(), plus
 /// ConfigError for T outside 1..8 or above the model's spec_T, and the model's verify errors
-/// (UnsupportedError when it was loaded without spec_T or on CUDA).
+/// (UnsupportedError when it was loaded without spec_T).
 std::vector<Completion> serve_speculative(Model& model, const std::vector<Request>& requests,
                                           int32_t batch, const SamplingParams& sampling,
                                           const SpecParams& spec, ServeStats* stats = nullptr,
