@@ -103,11 +103,13 @@ class ModelDrafter final : public Drafter {
 }  // namespace
 
 std::unique_ptr<Drafter> make_model_drafter(const std::string& dir, int64_t target_vocab,
-                                            int32_t max_slots, int32_t max_context) {
+                                            int32_t max_slots, int32_t max_context,
+                                            bool cuda) {
   const int64_t vocab = parse_config(Checkpoint::open(dir).config()).vocab_size;
   check<ConfigError>(vocab == target_vocab, "drafter vocab mismatch: draft model ", dir,
                      " has vocab ", vocab, ", the target has ", target_vocab);
   ModelOptions o;
+  o.cuda = cuda;
   o.ssm = SsmMode::kReplay;
   o.ring_L = 2 * kT;
   o.spec_T = kT;

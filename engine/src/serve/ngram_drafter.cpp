@@ -50,7 +50,8 @@ std::unique_ptr<Drafter> make_drafter(const std::string& spec, const Model& targ
   if (spec == "ngram") return make_ngram_drafter();
   if (spec.rfind("model:", 0) == 0 && spec.size() > 6)
     return make_model_drafter(spec.substr(6), target.config().vocab_size,
-                              target.options().max_slots, target.options().max_context);
+                              target.options().max_slots, target.options().max_context,
+                              target.options().cuda);
   throw ConfigError("unknown drafter '" + spec + "', expected ngram or model:DIR");
 }
 

@@ -37,15 +37,17 @@ class Drafter {
 /// ConfigError unless 1 <= min_n <= max_n.
 std::unique_ptr<Drafter> make_ngram_drafter(int32_t max_n = 3, int32_t min_n = 1);
 
-/// A draft model decoding greedily on the CPU, one slot per target slot. It commits only tokens
+/// A draft model decoding greedily, one slot per target slot, on the CUDA engine when `cuda`
+/// (make_drafter: where the target runs), else on the CPU. It commits only tokens
 /// of the accepted history, so rejected drafts never enter its state: each propose() feeds the
 /// history it has not consumed (in verify steps of up to 8 tokens) and then drafts k tokens by
 /// re-feeding its own drafts in verify steps it discards (accept 0). ConfigError when its vocab
 /// differs from target_vocab.
 std::unique_ptr<Drafter> make_model_drafter(const std::string& dir, int64_t target_vocab,
-                                            int32_t max_slots, int32_t max_context);
+                                            int32_t max_slots, int32_t max_context,
+                                            bool cuda = false);
 
-/// "ngram" or "model:DIR". ConfigError for anything else (naming the choices) or a draft model
+/// "ngram" or "model:DIR" (the draft model on the target's device). ConfigError for anything else (naming the choices) or a draft model
 /// whose vocabulary differs from the target's.
 std::unique_ptr<Drafter> make_drafter(const std::string& spec, const Model& target);
 
