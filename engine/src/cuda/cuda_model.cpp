@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -137,6 +138,13 @@ class CudaModel final : public Model {
   void enqueue(const Shape& sh, const std::vector<cudaEvent_t>* marks = nullptr);
   /// The step's graph (captured on first use); with marks, the profiled variant.
   cudaGraphExec_t graph_for(const Shape& sh, const std::vector<cudaEvent_t>* marks = nullptr);
+  /// Captures what `work` enqueues on the stream into an instantiated graph.
+  cudaGraphExec_t capture(const std::function<void()>& work);
+  /// Runs accept() of the pending step from accepted_ (enqueue_accept): eagerly the first time for
+  /// its (shape, discard), then from the graph captured for them.
+  void launch_accept(bool discard);
+  /// The accept graph of the pending shape and `discard` (captured on first use).
+  cudaGraphExec_t accept_graph(bool discard);
   /// Runs a step: eagerly the first time for its shape (or always without graphs), then by
   /// replaying its graph.
   void launch_step(const Shape& sh);
@@ -168,6 +176,8 @@ class CudaModel final : public Model {
   std::map<int64_t, cudaGraphExec_t> graphs_, profiled_graphs_;
   std::vector<cudaEvent_t> marks_;  ///< profiling events (created on first use)
   std::set<int64_t> eager_once_;  ///< step shapes (Shape::key) run at least once
+  std::map<int64_t, cudaGraphExec_t> accept_graphs_;  ///< by Shape::key * 2 + discard
+  std::set<int64_t> accept_eager_once_;
   bf16* embed_ = nullptr;
   const float* final_norm_ = nullptr;
   cuda::DeviceLinear lm_head_;
@@ -287,6 +297,7 @@ CudaModel::~CudaModel() {
   if (stream_.v) cudaStreamSynchronize(stream_.v);
   for (auto& [B, g] : graphs_) cudaGraphExecDestroy(g);
   for (auto& [B, g] : profiled_graphs_) cudaGraphExecDestroy(g);
+  for (auto& [B, g] : accept_graphs_) cudaGraphExecDestroy(g);
   for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   blas_.reset();  // before the stream goes
 }
@@ -386,12 +397,35 @@ void CudaModel::enqueue(const Shape& shape, const std::vector<cudaEvent_t>* mark
 cudaGraphExec_t CudaModel::graph_for(const Shape& shape, const std::vector<cudaEvent_t>* marks) {
   std::map<int64_t, cudaGraphExec_t>& graphs = marks ? profiled_graphs_ : graphs_;
   if (auto it = graphs.find(shape.key()); it != graphs.end()) return it->second;
+  const cudaGraphExec_t exec = capture([&] { enqueue(shape, marks); });
+  graphs.emplace(shape.key(), exec);
+  return exec;
+}
+
+void CudaModel::launch_accept(bool discard) {
+  // As launch_step: eagerly the first time for (shape, discard), then from its graph.
+  const int64_t key = pending_shape_.key() * 2 + (discard ? 1 : 0);
+  if (!opt_.cuda_graphs || accept_eager_once_.insert(key).second)
+    enqueue_accept(accepted_, discard);
+  else
+    check_cuda(cudaGraphLaunch(accept_graph(discard), stream_.v), "cudaGraphLaunch (accept)");
+}
+
+cudaGraphExec_t CudaModel::accept_graph(bool discard) {
+  const int64_t key = pending_shape_.key() * 2 + (discard ? 1 : 0);
+  auto it = accept_graphs_.find(key);
+  if (it == accept_graphs_.end())
+    it = accept_graphs_.emplace(key, capture([&] { enqueue_accept(accepted_, discard); })).first;
+  return it->second;
+}
+
+cudaGraphExec_t CudaModel::capture(const std::function<void()>& work) {
   cudaStream_t s = stream_.v;
   check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
              "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
-    enqueue(shape, marks);
+    work();
   } catch (...) {
     cudaStreamEndCapture(s, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -403,7 +437,6 @@ cudaGraphExec_t CudaModel::graph_for(const Shape& shape, const std::vector<cudaE
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   check_cuda(err, "cudaGraphInstantiate");
-  graphs.emplace(shape.key(), exec);
   return exec;
 }
 
@@ -548,9 +581,9 @@ void CudaModel::accept(std::span<const int32_t> accepted) {
                                stream_.v),
                "cudaMemcpyAsync (accepted)");
     const bool discard = std::find(counts.begin(), counts.end(), 0) != counts.end();
-    enqueue_accept(accepted_, discard);
-    // The staging of the counts is rewritten by the next accept(): its copy must have run.
-    check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (accept)");
+    launch_accept(discard);
+    // No synchronisation: the next accept() rewrites the counts' staging only after the next
+    // verify(), whose logits download waits for this stream's work, this copy included.
   }
   for (size_t b = 0; b < pending_slots_.size(); ++b)
     if (pending_slots_[b] >= 0) position_[pending_slots_[b]] += accepted[b];
@@ -613,17 +646,29 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
                                cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync (time_verify counts)");
     upload_verify_rows(tokens, real_rows(num_tokens), real_rows(slots), T);
+    // Step i's counts go to accepted_ (a device copy inside the timed work, as accept()'s upload)
+    // so that its accept runs from the same graph as accept()'s.
+    const auto accept_step = [&](int64_t i) {
+      check_cuda(cudaMemcpyAsync(accepted_, counts + i * B, B * sizeof(int32_t),
+                                 cudaMemcpyDeviceToDevice, s),
+                 "cudaMemcpyAsync (time_verify counts)");
+      launch_accept(discard);
+    };
     if (!warm) {
       launch_step(shape);  // eager: the shape's first run
-      enqueue_accept(counts, discard);
+      accept_step(0);
       t.warmup_steps = 1;
     }
-    if (opt_.cuda_graphs) graph_for(shape);  // captured before the clock starts
+    if (opt_.cuda_graphs) {  // both graphs captured before the clock starts
+      graph_for(shape);
+      accept_graph(discard);
+      accept_eager_once_.insert(shape.key() * 2 + (discard ? 1 : 0));
+    }
     for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
     for (int64_t i = first; i < last; ++i) {
       launch_step(shape);
-      enqueue_accept(counts + i * B, discard);
+      accept_step(i);
       check_cuda(cudaEventRecord(ev[i - first + 1], s), "cudaEventRecord");
     }
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (timed verify steps)");
