@@ -118,6 +118,23 @@ RandomStep random_step(std::mt19937& rng, int num_slots, int T) {
   return s;
 }
 
+/// Runs the same random verify / accept steps (step i feeds up to T(i) tokens per row) on two
+/// models and requires bit-identical logits at every step.
+template <class TOfStep>
+void expect_identical_steps(Model& a, Model& b, uint32_t seed, int steps, int slots,
+                            TOfStep T) {
+  std::mt19937 rng(seed);
+  for (int step = 0; step < steps; ++step) {
+    const RandomStep s = random_step(rng, slots, T(step));
+    std::vector<float> x(s.total * kVocab), y(s.total * kVocab);
+    a.verify(s.tokens, s.ntok, s.slots, x);
+    b.verify(s.tokens, s.ntok, s.slots, y);
+    ASSERT_EQ(x, y) << "step " << step;
+    a.accept(s.accepted);
+    b.accept(s.accepted);
+  }
+}
+
 struct Case {
   std::string arch;
   SsmMode mode;
@@ -215,17 +232,8 @@ TEST_P(SpecCuda, GraphStepsEqualEagerSteps) {
   auto graphs = load(GetParam().arch, o);
   o.graphs = false;
   auto eager = load(GetParam().arch, o);
-  std::mt19937 rng(13);
-  for (int step = 0; step < 60; ++step) {
-    // Repeat the same shapes so that graphs are captured and replayed.
-    const RandomStep s = random_step(rng, o.slots, step % 2 ? 4 : 2);
-    std::vector<float> a(s.total * kVocab), b(s.total * kVocab);
-    graphs->verify(s.tokens, s.ntok, s.slots, a);
-    eager->verify(s.tokens, s.ntok, s.slots, b);
-    ASSERT_EQ(a, b) << "step " << step;
-    graphs->accept(s.accepted);
-    eager->accept(s.accepted);
-  }
+  // Shapes repeat, so that the verify and accept graphs are captured and replayed.
+  expect_identical_steps(*graphs, *eager, 13, 60, o.slots, [](int step) { return step % 2 ? 4 : 2; });
 }
 
 // Bad counts and calls out of protocol raise and change nothing: the model then continues bit for
@@ -257,16 +265,7 @@ TEST_P(SpecCuda, BadInputRaisesAndChangesNothing) {
   EXPECT_THROW(m->verify(std::vector<int32_t>{1, 2, 3, 4, 5}, std::vector<int32_t>{5},
                          std::vector<int32_t>{0}, a),
                SlotError);  // more than spec_T
-  std::mt19937 rng(17);
-  for (int step = 0; step < 20; ++step) {
-    const RandomStep s = random_step(rng, o.slots, 4);
-    std::vector<float> x(s.total * kVocab), y(s.total * kVocab);
-    m->verify(s.tokens, s.ntok, s.slots, x);
-    twin->verify(s.tokens, s.ntok, s.slots, y);
-    ASSERT_EQ(x, y) << "step " << step;
-    m->accept(s.accepted);
-    twin->accept(s.accepted);
-  }
+  expect_identical_steps(*m, *twin, 17, 20, o.slots, [](int) { return 4; });
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, SpecCuda,

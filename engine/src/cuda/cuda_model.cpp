@@ -508,10 +508,7 @@ void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> s
 
 void CudaModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                        std::span<const int32_t> slots, std::span<float> logits) {
-  check<UnsupportedError>(opt_.spec_T > 0,
-                          "verify: the model was loaded without speculative steps (spec_T 0)");
-  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
-  check_verify(cfg_, opt_, position_, tokens, num_tokens, slots, logits);
+  check_verify(cfg_, opt_, pending_, position_, tokens, num_tokens, slots, logits);
   begin_verify(num_tokens, slots);
   const Shape& shape = pending_shape_;
   const int64_t B = shape.B, T = shape.T, V = cfg_.vocab_size;

@@ -43,9 +43,11 @@ void check_time_steps(const ModelConfig& cfg, const ModelOptions& opt,
 /// The arguments of Model::skip_to_position: distinct slot ids, 0 <= n < max_context.
 void check_skip(const ModelOptions& opt, std::span<const int32_t> slots, int64_t n);
 
-/// The arguments of Model::verify (model.h): per row a distinct slot feeding 1..spec_T tokens
-/// with room in its context, or a pad row (slot -1, 0 tokens); tokens and logits sized by the sum.
-void check_verify(const ModelConfig& cfg, const ModelOptions& opt,
+/// A call of Model::verify (model.h): a model loaded with spec_T (UnsupportedError), no verify
+/// awaiting accept (`pending`: ProtocolError), and per row a distinct slot feeding 1..spec_T
+/// tokens with room in its context, or a pad row (slot -1, 0 tokens); tokens and logits sized by
+/// the sum.
+void check_verify(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
                   const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                   std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
                   std::span<const float> logits);

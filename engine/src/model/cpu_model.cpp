@@ -221,10 +221,7 @@ StepTiming CpuModel::time_verify(std::span<const int32_t> tokens,
 
 void CpuModel::verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                       std::span<const int32_t> slots, std::span<float> logits) {
-  check<UnsupportedError>(opt_.spec_T > 0,
-                          "verify: the model was loaded without speculative steps (spec_T 0)");
-  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
-  check_verify(cfg_, opt_, position_, tokens, num_tokens, slots, logits);
+  check_verify(cfg_, opt_, pending_, position_, tokens, num_tokens, slots, logits);
   ntok_.assign(num_tokens.begin(), num_tokens.end());
   make_batch(slots, true);
   if (batch_.tokens > 0) forward(tokens, logits);  // (pad rows only: nothing to run)
