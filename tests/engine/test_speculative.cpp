@@ -154,8 +154,6 @@ TEST(SpecModel, OutOfOrderCallsAndBadCountsAreTypedErrors) {
   o.spec_T = 8;
   o.ring_L = 8;  // L < 2T
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), ConfigError);
-  o.cuda = true;
-  EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), o), UnsupportedError);
   auto plain = load(tiny_dir("nemotron_h"), SsmMode::kReplay, 0);
   EXPECT_THROW(plain->verify(std::vector<int32_t>{1}, std::vector<int32_t>{1},
                              std::vector<int32_t>{0}, l1),
