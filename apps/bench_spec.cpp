@@ -78,7 +78,9 @@ engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int 
   engine::ModelOptions o;
   o.cuda = a.device == "cuda";
   o.max_slots = static_cast<int32_t>(max_batch);
-  o.max_context = a.context + (a.steps + 2) * T + 2;
+  // Per point: a warm-up call (on CUDA an eager and a timed step for a new shape), the timed
+  // steps and a profiled one, each committing at most T tokens per row.
+  o.max_context = a.context + (a.steps + 3) * T + 2;
   o.ssm = variant == "snapshot" ? engine::SsmMode::kConventional : engine::SsmMode::kReplay;
   o.spec_T = variant == "standard" ? 0 : T;
   o.ring_L = std::max(16, 2 * T);  // a verify ring holds 2T records (snapshot: unused)
@@ -184,6 +186,7 @@ int run_spec(const SpecArgs& args) {
         p.variant = v;
         p.T = T;
         p.batch = a.batches[i];
+        p.L = options(a, v, T, max_batch).ring_L;
         p.fits = false;
       }
       p.seq_bytes = per_seq;
@@ -219,8 +222,9 @@ int run_spec(const SpecArgs& args) {
     };
     for (const int64_t b : a.batches) {
       const Point *st = find("standard", T, b), *sn = find("snapshot", T, b), *re = find("replay", T, b);
-      fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  {:.2f}\n", b, rate(st), rate(sn),
-                 rate(re), ratio(re, sn), ratio(re, st), re->mean_accepted);
+      fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  {}\n", b, rate(st), rate(sn),
+                 rate(re), ratio(re, sn), ratio(re, st),
+                 re->fits ? fmt::format("{:.2f}", re->mean_accepted) : std::string("-"));
     }
     fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
                "snapshot {}, replay {}\n",
@@ -281,7 +285,8 @@ int run_spec(const SpecArgs& args) {
     j["alpha"] = a.alpha;
     j["memory_budget_gib"] = a.budget_gib;
     j["method"] =
-        "per (variant, T, batch): fresh slots at position `context`; one warm-up step, then "
+        "per (variant, T, batch): fresh slots at position `context`; a warm-up call (on CUDA one "
+        "eager and one timed step for a new shape), then "
         "`steps` verify + accept steps (standard: decode steps; Model::time_verify / time_steps: "
         "CUDA events around each step's launches on CUDA, the logits staying on the device; the "
         "host clock on the CPU); each row feeds T tokens and commits the count the acceptance trace gives (the same trace for "

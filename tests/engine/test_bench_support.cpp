@@ -180,12 +180,13 @@ TEST(RandomCheckpoint, MoeFixturesLoadWithTheirOwnExpertLayout) {
   }
 }
 
-/// A tiny model of the bundled one's config with random weights.
-std::unique_ptr<Model> tiny(const std::string& dir, bool cuda, SsmMode ssm, int L) {
+/// A tiny model of the bundled one's config with random weights (spec_T > 0: verify steps).
+std::unique_ptr<Model> tiny(const std::string& dir, bool cuda, SsmMode ssm, int L, int spec_T = 0) {
   ModelOptions o;
   o.cuda = cuda;
   o.ssm = ssm;
   o.ring_L = L;
+  o.spec_T = spec_T;
   o.max_slots = 6;
   o.max_context = 64;
   return Model::load(Checkpoint::random(Checkpoint::open(dir).config(), 3, "tiny"), o);
@@ -223,6 +224,56 @@ void time_steps_continue_like_step(const std::string& dir, bool cuda, SsmMode ss
   EXPECT_TRUE(t.kind_ms.count("attention"));
   EXPECT_TRUE(t.kind_ms.count("mamba2") || t.kind_ms.count("gdn"));
   EXPECT_NEAR(sum, t.profiled_ms, 1e-6 + 1e-3 * t.profiled_ms);
+}
+
+/// time_verify over a list of accepted counts and as many verify() + accept() calls (plus the
+/// warm-up step time_verify reports) leave two models in the same state, bit for bit; a bad count
+/// anywhere in the list raises before anything runs.
+void time_verify_continues_like_verify(const std::string& dir, bool cuda, SsmMode ssm) {
+  auto a = tiny(dir, cuda, ssm, 8, 3), b = tiny(dir, cuda, ssm, 8, 3);
+  const std::vector<int32_t> slots{4, -1, 1}, ntok{3, 0, 2}, tokens{17, 200, 5, 9, 60};
+  const std::vector<std::vector<int32_t>> accepted{{3, 0, 1}, {1, 0, 2}, {0, 0, 2}, {2, 0, 1},
+                                                   {3, 0, 2}, {1, 0, 0}, {2, 0, 2}};
+  std::vector<std::vector<int32_t>> bad = accepted;
+  bad[4][2] = 3;  // more than row 2 feeds
+  EXPECT_THROW(a->time_verify(tokens, ntok, slots, bad), SlotError);
+  EXPECT_EQ(a->position(4), 0);
+  const StepTiming t = a->time_verify(tokens, ntok, slots, accepted, true);
+  ASSERT_EQ(t.step_ms.size(), accepted.size());
+  for (const double ms : t.step_ms) EXPECT_GT(ms, 0.0);
+  std::vector<std::vector<int32_t>> ran;
+  if (t.warmup_steps) ran.push_back(accepted[0]);
+  ran.insert(ran.end(), accepted.begin(), accepted.end());
+  if (!t.kind_ms.empty()) ran.push_back(accepted.back());  // the profiled step (CUDA)
+  std::vector<float> lb(tokens.size() * 256);
+  for (const auto& n : ran) {
+    b->verify(tokens, ntok, slots, lb);
+    b->accept(n);
+  }
+  for (const int32_t s : {4, 1}) EXPECT_EQ(a->position(s), b->position(s)) << s;
+  std::vector<float> la(tokens.size() * 256);
+  a->verify(tokens, ntok, slots, la);
+  b->verify(tokens, ntok, slots, lb);
+  EXPECT_EQ(la, lb);
+  if (cuda) {
+    EXPECT_TRUE(t.kind_ms.count("accept"));
+    double sum = 0;
+    for (const auto& [k, ms] : t.kind_ms) sum += ms;
+    EXPECT_NEAR(sum, t.profiled_ms, 1e-6 + 1e-3 * t.profiled_ms);
+  }
+}
+
+TEST(BenchHooks, TimeVerifyContinuesLikeVerifyCpu) {
+  time_verify_continues_like_verify(kTiny, false, SsmMode::kReplay);
+  time_verify_continues_like_verify(kTiny, false, SsmMode::kConventional);
+  time_verify_continues_like_verify(kTinyGdn, false, SsmMode::kReplay);
+}
+
+TEST(BenchHooks, TimeVerifyContinuesLikeVerifyCuda) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  time_verify_continues_like_verify(kTiny, true, SsmMode::kReplay);
+  time_verify_continues_like_verify(kTiny, true, SsmMode::kConventional);
+  time_verify_continues_like_verify(kTinyGdn, true, SsmMode::kReplay);
 }
 
 TEST(BenchHooks, TimeStepsContinueLikeStepCpu) {
@@ -354,6 +405,7 @@ TEST(SequenceBytes, MatchModelsMdFigures) {
   o.spec_T = 4;  // the snapshot baseline: one state per token of a verify step
   s = sequence_bytes(nano, o);
   EXPECT_EQ(s.snapshots, int64_t{4} * 21 * 3932160);
+  EXPECT_EQ(s.conv, 21 * 9728 * 4 * 4 + 21 * 4 * (9728 * 4 + 4 * 9728));  // + conv rollback
   EXPECT_EQ(s.total(), s.ssm_state + s.conv + s.kv_cache + s.snapshots);
 
   const ModelConfig qwen = parse_config(published_config("qwen3.5-4b"));

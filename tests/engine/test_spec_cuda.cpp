@@ -253,6 +253,9 @@ TEST_P(SpecCuda, BadInputRaisesAndChangesNothing) {
   EXPECT_THROW(m->verify(tokens, ntok, slots, a), ProtocolError);
   EXPECT_THROW(m->step(std::vector<int32_t>{1}, std::vector<int32_t>{0}, a), ProtocolError);
   EXPECT_THROW(m->reset(std::vector<int32_t>{0}), ProtocolError);
+  EXPECT_THROW(m->skip_to_position(std::vector<int32_t>{0}, 5), ProtocolError);
+  EXPECT_THROW(m->time_verify(tokens, ntok, slots, std::vector<std::vector<int32_t>>{{1, 0, 1}}),
+               ProtocolError);
   EXPECT_THROW(m->accept(std::vector<int32_t>{4, 0, 1}), SlotError);   // more than fed
   EXPECT_THROW(m->accept(std::vector<int32_t>{-1, 0, 1}), SlotError);  // negative
   EXPECT_THROW(m->accept(std::vector<int32_t>{1, 1, 1}), SlotError);   // pad row keeps one
@@ -274,6 +277,17 @@ INSTANTIATE_TEST_SUITE_P(Tiny, SpecCuda,
                                            Case{"qwen3_next", SsmMode::kReplay},
                                            Case{"qwen3_next", SsmMode::kConventional}),
                          case_name);
+
+// A verify step's token rows (max_slots x spec_T) are a kernel grid dimension: refused at load.
+TEST(SpecCudaLoad, TokenRowsBeyondTheGridLimitAreRefused) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  ModelOptions m;
+  m.cuda = true;
+  m.spec_T = 8;
+  m.max_slots = 8192;  // 65536 token rows
+  m.max_context = 64;
+  EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), m), UnsupportedError);
+}
 
 // Greedy speculative serving (T 4; n-gram drafts, and the other bundled model as a draft model on
 // the CUDA engine too) on the bundled models against greedy decoding on the same engine: the same

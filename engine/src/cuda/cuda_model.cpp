@@ -40,6 +40,10 @@ void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
                           "fp32/bf16 and fp32/fp16 there): run it with --device cpu");
   check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
                           ", expected <= 65535 (kernel batch limit)");
+  const int64_t rows = int64_t{opt.max_slots} * std::max(1, opt.spec_T);
+  check<UnsupportedError>(rows <= 65535, "CUDA engine: max_slots ", opt.max_slots, " x spec_T ",
+                          opt.spec_T, " = ", rows,
+                          " token rows per verify step, expected <= 65535 (kernel grid limit)");
   const auto moe = [](BlockKind k) { return k == BlockKind::kMoe; };
   if (std::any_of(cfg.layers.begin(), cfg.layers.end(), moe) ||
       std::any_of(cfg.qwen_mlp.begin(), cfg.qwen_mlp.end(), moe)) {
@@ -156,7 +160,7 @@ class CudaModel final : public Model {
                           std::span<const int32_t> slots, int64_t T);
   /// Runs one step of `shape` with an event between sub-layers (StepTiming::kind_ms; the graph
   /// variant with marks), then, for a verify step (accepted: its device counts), its accept.
-  void profile_step(const Shape& shape, const int32_t* accepted, StepTiming& t);
+  void profile_step(const Shape& shape, const int32_t* accepted, bool discard, StepTiming& t);
   /// Enqueues accept() of the pending step's rows with the counts at `accepted` (device [B]):
   /// conv rollback, ring commit (and ring_discard where `discard`: some real row kept nothing),
   /// the snapshot baseline's buffer change, positions. No host synchronisation.
@@ -279,8 +283,8 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   const std::vector<int32_t> ones(static_cast<size_t>(S), 1);
   check_cuda(cudaMemcpy(ones_, ones.data(), S * sizeof(int32_t), cudaMemcpyHostToDevice),
              "cudaMemcpy (engine ones)");
-  // Pinned staging: io_'s contents, then accept()'s counts (written while a step may still read
-  // the first part).
+  // Pinned staging: io_'s contents, then accept()'s counts (apart: accept() does not wait for
+  // its upload, and the next verify() rewrites the first part).
   check_cuda(cudaMallocHost(&io_host_.v, (io_ints_ + S) * sizeof(int32_t)), "cudaMallocHost");
   check_cuda(cudaMallocHost(&logits_host_.v, NT * V * sizeof(float)), "cudaMallocHost");
   position_.assign(S, 0);
@@ -616,6 +620,7 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
       if (slots[b] >= 0) pos[slots[b]] += a[b];
   }
   StepTiming t;
+  if (B == 0) t.step_ms.assign(accepted.size(), 0.0);  // pad rows only: nothing to run
   if (B == 0 || steps == 0) return t;
   cudaStream_t s = stream_.v;
   // The counts of every step on the device before the clock starts.
@@ -674,7 +679,7 @@ StepTiming CudaModel::time_verify(std::span<const int32_t> tokens,
       check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
       t.step_ms.push_back(ms);
     }
-    if (profile) profile_step(shape, counts + last * B, t);
+    if (profile) profile_step(shape, counts + last * B, discard, t);
   } catch (...) {
     release();
     throw;
@@ -744,12 +749,13 @@ StepTiming CudaModel::time_steps(std::span<const int32_t> tokens, std::span<cons
   }
   destroy();
   if (!profile) return t;
-  profile_step(shape, nullptr, t);
+  profile_step(shape, nullptr, false, t);
   advance();
   return t;
 }
 
-void CudaModel::profile_step(const Shape& shape, const int32_t* accepted, StepTiming& t) {
+void CudaModel::profile_step(const Shape& shape, const int32_t* accepted, bool discard,
+                             StepTiming& t) {
   cudaStream_t s = stream_.v;
   const size_t n_marks = sub_.size() + 4;  // enqueue's marks, then one after accept
   while (marks_.size() < n_marks) {
@@ -763,7 +769,7 @@ void CudaModel::profile_step(const Shape& shape, const int32_t* accepted, StepTi
     enqueue(shape, &marks_);
   const size_t end = sub_.size() + 2;  // enqueue's last mark
   if (accepted) {
-    enqueue_accept(accepted, true);
+    enqueue_accept(accepted, discard);
     check_cuda(cudaEventRecord(marks_[end + 1], s), "cudaEventRecord (profile)");
   }
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (profile)");

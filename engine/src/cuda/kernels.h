@@ -52,8 +52,8 @@ void gated_rms_norm(const GatedNorm& p, int64_t B, cudaStream_t s);
 /// (j < pass_split to pass_out[0] [B, pass_split], the rest to pass_out[1]): Mamba-2 dt (with
 /// dt_process: softplus(v + dt_bias[j]) clamped to [dt_lo, dt_hi], for a dt floor or
 /// time_step_limit), GDN b | a.
-/// Speculative verify steps (T > 1 or ntok set): row b feeds ntok[b] tokens (0..T; a pad row 0)
-/// one after another through its state; its tokens are the data rows b * T + t of `in` and of
+/// Speculative verify steps (T > 1 or ntok set): row b feeds ntok[b] tokens (1..T; 0 is allowed
+/// and touches nothing) one after another through its state; its tokens are the data rows b * T + t of `in` and of
 /// every output (all row indices above are such data rows). Outputs of the rows' unused tokens
 /// (t >= ntok[b]) and of pad rows (slot outside [0, num_slots)) are written as 0. With `saved`
 /// and `kept` the launch also keeps what conv_rollback needs: the state before the step

@@ -23,8 +23,9 @@
 namespace replayssm::engine::cuda {
 
 /// The rows of one step, all device-resident. A decode step feeds one token per row (T = 1); a
-/// speculative verify step feeds ntok[b] (0..T; pad rows slot -1 and 0) tokens to row b, laid out
-/// padded: the activation rows ("tokens") are b * T + t, those with t >= ntok[b] unused.
+/// speculative verify step feeds ntok[b] (1..T) tokens to row b (the caller's pad rows never
+/// reach the device), laid out padded: the activation rows ("tokens") are b * T + t, those with
+/// t >= ntok[b] unused.
 struct DeviceStep {
   int64_t n = 0;                       ///< rows
   int64_t T = 1;                       ///< token axis

@@ -200,6 +200,7 @@ StepTiming CpuModel::time_verify(std::span<const int32_t> tokens,
                           "time_verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending_, "time_verify: a verify step awaits accept()");
   // Every step's checks first, on a copy of the positions: nothing runs unless all would.
+  check_verify_rows(cfg_, opt_, position_, tokens, num_tokens, slots);
   std::vector<int64_t> pos = position_;
   for (const std::vector<int32_t>& a : accepted) {
     check_verify_rows(cfg_, opt_, pos, tokens, num_tokens, slots);

@@ -8,6 +8,15 @@
 #include "replayssm/precision.h"
 
 namespace replayssm::engine {
+namespace {
+
+/// A layer's rolling conv state (C x k floats) and, with verify steps, what their rollback keeps
+/// (the state before the step and the T inputs fed: cuda/mixers.h ConvBuffers).
+int64_t conv_bytes(int64_t C, int64_t k, int32_t spec_T) {
+  return 4 * (C * k + (spec_T > 0 ? C * k + int64_t{spec_T} * C : 0));
+}
+
+}  // namespace
 
 SequenceBytes sequence_bytes(const ModelConfig& cfg, const ModelOptions& options) {
   const ModelOptions o = resolve_options(cfg, options);
@@ -25,7 +34,7 @@ SequenceBytes sequence_bytes(const ModelConfig& cfg, const ModelOptions& options
       s.ssm_state += state16 ? state16 * n : state_bytes(mode, m.nheads, m.headdim, m.d_state).total();
       if (replay) s.ssm_ring += 4 * R * (m.nheads * m.headdim + m.nheads + m.ngroups * m.d_state);
       if (snapshot) s.snapshots += 4 * int64_t{o.spec_T} * n;
-      s.conv += 4 * m.conv_dim() * m.conv_kernel;
+      s.conv += conv_bytes(m.conv_dim(), m.conv_kernel, o.spec_T);
     } else if (k == BlockKind::kGdn) {
       const GdnConfig& g = cfg.gdn;
       const int64_t n = g.num_v_heads * g.head_v_dim * g.head_k_dim;
@@ -37,7 +46,7 @@ SequenceBytes sequence_bytes(const ModelConfig& cfg, const ModelOptions& options
         s.ssm_ring += 4 * R * rec;
       }
       if (snapshot) s.snapshots += 4 * int64_t{o.spec_T} * n;
-      s.conv += 4 * g.conv_dim() * g.conv_kernel;
+      s.conv += conv_bytes(g.conv_dim(), g.conv_kernel, o.spec_T);
     } else if (k == BlockKind::kAttention) {
       s.kv_cache += 2 * 2 * cfg.attn.num_kv_heads * cfg.attn.head_dim * int64_t{o.max_context};
     }

@@ -21,7 +21,9 @@ struct SequenceBytes {
   int64_t ssm_ring = 0;
   /// The snapshot baseline (ssm kConventional with spec_T > 0): spec_T float32 states per layer.
   int64_t snapshots = 0;
-  /// Rolling convolution states: conv_dim x conv_kernel floats per SSM layer.
+  /// Rolling convolution states: conv_dim x conv_kernel floats per SSM layer; with spec_T > 0
+  /// also what a verify step keeps for the conv rollback (another conv_dim x conv_kernel and
+  /// spec_T x conv_dim floats).
   int64_t conv = 0;
   /// Attention K and V caches: 2 x kv heads x head_dim bf16 per attention layer and token of
   /// max_context.
