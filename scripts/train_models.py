@@ -8,6 +8,9 @@ downloaded at run time), with a 256-entry byte vocabulary (token id = byte value
   qwen3-next-tiny   Qwen3NextForCausalLM: Gated DeltaNet + gated full attention every 4th layer,
                     dense SwiGLU MLP in every layer (num_experts = 0)
 
+and, on request (`--model nemotron-h-draft`, not part of `all`), a draft model for speculative
+decoding: the nemotron-h-tiny architecture about 7x smaller (hidden 192, 5 blocks "M-M*-").
+
 Data: the public-domain books in ../shared/data/books (or --data-dir); one whole book (--holdout,
 default frankenstein.txt) is held out for evaluation and never trained on.
 
@@ -38,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 MODELS = ("nemotron-h-tiny", "qwen3-next-tiny")
+DRAFT = "nemotron-h-draft"  # trained on request only
 VOCAB = 256
 LN2 = math.log(2.0)
 
@@ -46,25 +50,25 @@ LN2 = math.log(2.0)
 # Model definitions
 
 
-def nemotron_h_config(seq_len: int):
+def nemotron_h_config(seq_len: int, draft: bool = False):
     from transformers import NemotronHConfig
 
     cfg = NemotronHConfig(
         vocab_size=VOCAB,
-        hidden_size=384,
+        hidden_size=192 if draft else 384,
         # M = Mamba-2, - = squared-ReLU MLP, * = attention (no positional encoding)
-        hybrid_override_pattern="M-M*M-M*M-",
-        num_attention_heads=6,
-        num_key_value_heads=2,
+        hybrid_override_pattern="M-M*-" if draft else "M-M*M-M*M-",
+        num_attention_heads=3 if draft else 6,
+        num_key_value_heads=1 if draft else 2,
         head_dim=64,
         attention_bias=False,
-        intermediate_size=1024,
+        intermediate_size=512 if draft else 1024,
         mlp_hidden_act="relu2",
         mlp_bias=False,
-        mamba_num_heads=8,
+        mamba_num_heads=4 if draft else 8,
         mamba_head_dim=64,
-        ssm_state_size=128,
-        n_groups=2,
+        ssm_state_size=64 if draft else 128,
+        n_groups=1 if draft else 2,
         conv_kernel=4,
         expand=2,  # unused by the HF model: d_inner = mamba_num_heads * mamba_head_dim
         chunk_size=128,
@@ -133,8 +137,8 @@ def qwen3_next_config(seq_len: int):
 def build_model(name: str, seq_len: int):
     from transformers import NemotronHForCausalLM, Qwen3NextForCausalLM
 
-    if name == "nemotron-h-tiny":
-        cfg = nemotron_h_config(seq_len)
+    if name in ("nemotron-h-tiny", DRAFT):
+        cfg = nemotron_h_config(seq_len, draft=name == DRAFT)
         model = NemotronHForCausalLM(cfg)
         # Remove the dt floor: HF's NemotronHMamba2Mixer clamps dt from below at config.time_step_min in
         # its chunked path (and not at all in its one-token recurrent path). With time_step_min = 0 the
@@ -147,7 +151,7 @@ def build_model(name: str, seq_len: int):
         cfg = qwen3_next_config(seq_len)
         model = Qwen3NextForCausalLM(cfg)
     else:
-        raise SystemExit(f"unknown model {name!r}; expected one of {MODELS}")
+        raise SystemExit(f"unknown model {name!r}; expected one of {MODELS + (DRAFT,)}")
     return model
 
 
@@ -340,7 +344,7 @@ def fixed_steps_command(args, name: str, steps: int) -> str:
                                ("--holdout", args.holdout, "frankenstein.txt")):
         if val != default:
             cmd.append(f"{flag} {val:g}" if isinstance(val, float) else f"{flag} {val}")
-    if name == "nemotron-h-tiny" and not args.fast_ssd:
+    if name in ("nemotron-h-tiny", DRAFT) and not args.fast_ssd:
         cmd.append("--no-fast-ssd")
     return " ".join(cmd)
 
@@ -411,7 +415,7 @@ def train_one(args, name: str) -> dict:
     t_calib0 = None
     run_loss, run_n = 0.0, 0
     step = 0
-    fast = fast_ssd_training(args.fast_ssd and name == "nemotron-h-tiny")
+    fast = fast_ssd_training(args.fast_ssd and name in ("nemotron-h-tiny", DRAFT))
     fast.__enter__()
     if fast.enabled:
         say("training uses ssd_chunk_scan_fp32 in place of HF's torch mamba2_chunk_scan (same math, fp32); "
@@ -499,7 +503,7 @@ def train_one(args, name: str) -> dict:
     model.config.use_cache = True
     model.save_pretrained(out_dir, safe_serialization=True)
     size = (out_dir / "model.safetensors").stat().st_size
-    if name == "nemotron-h-tiny":
+    if name in ("nemotron-h-tiny", DRAFT):
         add_legacy_nemotron_keys(out_dir, model.config)
 
     result = {
@@ -603,7 +607,7 @@ def plot_curve(curve, path: Path, name: str, holdout: str):
 
 def write_card(out_dir: Path, r: dict, cfg):
     name = r["model"]
-    if name == "nemotron-h-tiny":
+    if name in ("nemotron-h-tiny", DRAFT):
         arch = f"""`NemotronHForCausalLM` (model_type `nemotron_h`), {cfg.num_hidden_layers} blocks with pattern
 `{cfg.hybrid_override_pattern}` (`M` Mamba-2, `-` squared-ReLU MLP, `*` attention); each block is
 `h = h + mixer(RMSNorm(h))`, then a final RMSNorm and an untied `lm_head`.
@@ -738,7 +742,7 @@ m = AutoModelForCausalLM.from_pretrained("models/{name}")  # token ids are byte 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="all", choices=MODELS + ("all",))
+    ap.add_argument("--model", default="all", choices=MODELS + (DRAFT, "all"))
     here = Path(__file__).resolve().parent.parent
     ap.add_argument("--data-dir", default=str(here.parent / "shared" / "data" / "books"))
     ap.add_argument("--holdout", default="frankenstein.txt")
