@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 const std::string kRoot = RSSM_SOURCE_DIR;
 const std::string kNemotron = kRoot + "/models/nemotron-h-tiny";
 const std::string kQwen = kRoot + "/models/qwen3-next-tiny";
+const std::string kDraft = kRoot + "/models/nemotron-h-draft";  // the small draft model
 const std::string kMoe = kRoot + "/tests/fixtures/nemotron-h-moe-random";
 
 /// Random-weight tiny checkpoints (tiny_models.h), written once per process.
@@ -231,6 +232,8 @@ TEST_P(GreedySpeculative, TokenIdenticalToGreedy) {
 INSTANTIATE_TEST_SUITE_P(Models, GreedySpeculative,
                          ::testing::Values(ServeCase{kNemotron, "ngram"},
                                            ServeCase{kNemotron, kQwen},
+                                           ServeCase{kNemotron, kDraft},
+                                           ServeCase{kQwen, kDraft},
                                            ServeCase{kQwen, "ngram"},
                                            ServeCase{kQwen, kNemotron},
                                            ServeCase{kMoe, "ngram"},
