@@ -100,7 +100,9 @@ struct StepTiming {
 
 /// A loaded model. One instance is not thread-safe; distinct CUDA instances may be stepped from
 /// different host threads at once (each owns its stream, device memory and cuBLAS handle; graph
-/// capture is thread-local), which evaluate() does.
+/// capture is thread-local), which evaluate() does. The "nothing modified" promises below hold for
+/// the argument checks; a DeviceError (a failed CUDA call or kernel, reported by the call or by a
+/// later one) can leave a step half done: reset() the rows' slots before using them again.
 class Model {
  public:
   virtual ~Model() = default;
