@@ -25,6 +25,7 @@
 #include "replayssm/engine/model.h"
 #include "replayssm/errors.h"
 #include "run_info.h"
+#include "spec_served.h"
 
 namespace replayssm::cli {
 namespace {
@@ -40,6 +41,9 @@ struct SpecArgs {
   int64_t context = 1024;
   int steps = 8;
   uint64_t seed = 20261201;
+  // Real drafters instead of an acceptance trace (spec_served.h).
+  std::string drafter, prompts_file;
+  int prompt_len = 64, new_tokens = 128;
 };
 
 /// Tokens each row commits per verify step, [step][row], each in 1..T.
@@ -69,6 +73,7 @@ struct Point {
   int64_t max_batch = 0;      ///< sequences the memory budget holds
   int L = 0;                  ///< ring length (standard, replay)
   bool fits = true;           ///< false: the device could not hold this many sequences
+  double draft_acceptance = 0;  ///< --drafter: share of drafts kept
   /// One more step timed part by part (CUDA; StepTiming::kind_ms), milliseconds per block kind.
   std::map<std::string, double> kind_ms;
 };
@@ -80,7 +85,8 @@ engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int 
   o.max_slots = static_cast<int32_t>(max_batch);
   // Per point: a warm-up call (on CUDA an eager and a timed step for a new shape), the timed
   // steps and a profiled one, each committing at most T tokens per row.
-  o.max_context = a.context + (a.steps + 3) * T + 2;
+  o.max_context = a.drafter.empty() ? a.context + (a.steps + 3) * T + 2
+                                     : a.prompt_len + a.new_tokens + 2 * T + 2;
   o.ssm = variant == "snapshot" ? engine::SsmMode::kConventional : engine::SsmMode::kReplay;
   o.spec_T = variant == "standard" ? 0 : T;
   o.ring_L = std::max(16, 2 * T);  // a verify ring holds 2T records (snapshot: unused)
@@ -90,6 +96,20 @@ engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int 
 /// Times `steps` verify + accept steps (or, for standard, decode steps) of one batch size.
 Point time_point(engine::Model& model, const SpecArgs& a, const std::string& variant, int T,
                  int64_t batch, std::mt19937_64& rng) {
+  if (!a.drafter.empty()) {  // the serving loops with a real drafter (they reset their slots)
+    const auto reqs = served_requests(a.prompts_file, batch, a.prompt_len, a.new_tokens);
+    const ServedPoint sp = time_served(model, reqs, variant == "standard" ? 0 : T, a.drafter);
+    Point p;
+    p.variant = variant;
+    p.T = T;
+    p.batch = batch;
+    p.L = model.options().ring_L;
+    p.ms = sp.ms;
+    p.tokens_per_s = sp.tokens_per_s;
+    p.mean_accepted = sp.mean_accepted;
+    p.draft_acceptance = sp.draft_acceptance;
+    return p;
+  }
   const engine::ModelConfig& cfg = model.config();
   std::vector<int32_t> slots(static_cast<size_t>(batch));
   std::iota(slots.begin(), slots.end(), 0);
@@ -139,6 +159,9 @@ Point time_point(engine::Model& model, const SpecArgs& a, const std::string& var
 int run_spec(const SpecArgs& args) {
   SpecArgs a = args;
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  check<ConfigError>(a.drafter.empty() == a.prompts_file.empty(),
+                     "bench spec: --drafter and --prompts go together (real drafters on prompts; "
+                     "without them an acceptance trace, --alpha)");
   const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench spec");
   sort_unique_or_throw(a.batches, "--batch");
   sort_unique_or_throw(a.Ts, "-T");
@@ -153,12 +176,18 @@ int run_spec(const SpecArgs& args) {
     }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
-  fmt::print("bench spec: {} ({}, {} weights) on {}; batches {}; T {}; per-draft acceptance "
-             "{}; context {}; {} timed steps per point\n",
-             src.label, ssm_family(src.cfg), src.weights,
+  const std::string how =
+      a.drafter.empty()
+          ? fmt::format("per-draft acceptance {}; context {}; {} timed steps per point", a.alpha,
+                        a.context, a.steps)
+          : fmt::format("drafter {} on {}-byte prompts of {}, {} new tokens each (decode phase "
+                        "timed)", a.drafter, a.prompt_len, a.prompts_file, a.new_tokens);
+  fmt::print("bench spec: {} ({}, {} weights) on {}; batches {}; T {}; {}\n", src.label,
+             ssm_family(src.cfg), src.weights,
              a.device == "cuda" ? cuda::device_summary() : std::string("the CPU"),
-             fmt::join(a.batches, ","),
-             fmt::join(a.Ts, ","), a.alpha, a.context, a.steps);
+             fmt::join(a.batches, ","), fmt::join(a.Ts, ","), how);
+  // The context the per-sequence memory is counted at (--drafter: prompt + generated tokens).
+  const int64_t context = a.drafter.empty() ? a.context : int64_t{a.prompt_len} + a.new_tokens;
   std::vector<Point> points;
   std::mt19937_64 rng(a.seed);
   Progress bar("bench spec", static_cast<long>((1 + 2 * a.Ts.size()) * a.batches.size()));
@@ -228,7 +257,7 @@ int run_spec(const SpecArgs& args) {
     }
     fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
                "snapshot {}, replay {}\n",
-               a.budget_gib, a.context, find("standard", T, a.batches[0])->max_batch,
+               a.budget_gib, context, find("standard", T, a.batches[0])->max_batch,
                find("snapshot", T, a.batches[0])->max_batch,
                find("replay", T, a.batches[0])->max_batch);
     // Where a step's time goes (CUDA: one profiled step per point), at the largest batch each
@@ -263,7 +292,11 @@ int run_spec(const SpecArgs& args) {
     x["ms_per_step"] = p.fits ? json(p.ms) : json(nullptr);
     x["tokens_per_s"] = p.fits ? json(p.tokens_per_s) : json(nullptr);
     x["mean_accepted"] = p.fits ? json(p.mean_accepted) : json(nullptr);
-    x["acceptance"] = spec ? json(fmt::format("per-draft {}", a.alpha)) : json(nullptr);
+    x["acceptance"] = !spec ? json(nullptr)
+                      : a.drafter.empty() ? json(fmt::format("per-draft {}", a.alpha))
+                                          : json("drafter " + a.drafter);
+    if (spec && !a.drafter.empty())
+      x["draft_acceptance"] = p.fits ? json(p.draft_acceptance) : json(nullptr);
     x["speedup"] = rel(st);
     x["baseline"] = "standard";
     if (p.variant == "replay") x["speedup_vs_snapshot"] = rel(find("snapshot", p.T, p.batch));
@@ -281,10 +314,23 @@ int run_spec(const SpecArgs& args) {
     j["cpu"] = cpu_name();
     j["device"] = a.device;
     j["weights"] = src.weights;
-    j["context"] = a.context;
+    j["context"] = context;
     j["alpha"] = a.alpha;
     j["memory_budget_gib"] = a.budget_gib;
-    j["method"] =
+    if (!a.drafter.empty()) {
+      j["drafter"] = a.drafter;
+      j["prompts"] = a.prompts_file;
+      j["prompt_len"] = a.prompt_len;
+      j["new_tokens"] = a.new_tokens;
+    }
+    j["method"] = !a.drafter.empty() ?
+        "per (variant, T, batch): `batch` requests of `prompt_len`-byte prompts decoded together "
+        "greedily through the engine's serving loops (standard: serve(), one token per step; "
+        "snapshot / replay: serve_speculative() with the drafter), host clock after every step; "
+        "tokens_per_s = generated tokens after the prompts' last step / the time from that step "
+        "to the last (the speculative loop's chunked prefill is not counted); mean_accepted and "
+        "draft_acceptance from the loop's statistics. max_batch_in_budget = memory_budget / "
+        "sequence_bytes (weights not included)." :
         "per (variant, T, batch): fresh slots at position `context`; a warm-up call (on CUDA one "
         "eager and one timed step for a new shape), then "
         "`steps` verify + accept steps (standard: decode steps; Model::time_verify / time_steps: "
@@ -338,6 +384,20 @@ void add_bench_spec(CLI::App& bench, Action& action) {
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "seed of the weights, slots, tokens and acceptance trace")
       ->check(seed_validator())
+      ->capture_default_str();
+  sub->add_option("--drafter", a->drafter,
+                  "time the serving loops with a real drafter on --prompts instead of an "
+                  "acceptance trace: ngram or model:DIR (a draft model with the same vocabulary)")
+      ->check(non_empty());
+  sub->add_option("--prompts", a->prompts_file,
+                  "with --drafter: a text file, one prompt per line (lines shorter than "
+                  "--prompt-len are skipped, the others cut to it; cycled to fill a batch)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--prompt-len", a->prompt_len, "with --drafter: prompt bytes per request")
+      ->check(in_range(1, 1 << 16))
+      ->capture_default_str();
+  sub->add_option("--new-tokens", a->new_tokens, "with --drafter: tokens generated per request")
+      ->check(in_range(2, 1 << 16))
       ->capture_default_str();
   sub->add_option("--json", a->json_out,
                   "write the results as JSON (DESIGN.md §4, bench \"spec\"; missing folders "
