@@ -11,7 +11,11 @@
 # weights for each of E2E_ARCHS, default "nemotron-3-nano-4b qwen3.5-4b", arguments E2E_ARGS) and
 # GDN_PLANS
 # (';'-separated RSSM_GDN_REPLAY_PLAN values, each benchmarked at batch 64 and 256 without the L
-# sweep: a tuning run) adjust a run.
+# sweep: a tuning run), SPEC=1 (`replayssm bench spec` with random weights for each of E2E_ARCHS,
+# arguments SPEC_ARGS, default -T 2,4,6,8) and SPEC_DRAFTERS=1 (`bench spec --drafter` on the
+# bundled models with n-gram drafts and models/nemotron-h-draft, prompts from PROMPTS, default
+# tests/data/eval_text.txt) adjust a run. TAR=1 packs everything under $OUT into one
+# results-$COMMIT.tar.gz (only 8 files come back from a call).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:?set OUT to the folder the results go to}
@@ -42,6 +46,9 @@ else
   tests=$build/tests/replayssm_tests cli=$build/apps/replayssm bench=$build/bench/replayssm_bench
 fi
 echo "binaries ready: $(( $(date +%s) - start )) s"
+# The CPU side of the tests (the CPU engine) needs the passive OpenMP wait policy on a many-core
+# machine, as the CLI and scripts/test.sh set it.
+source "$root/scripts/env.sh"
 "$tests" --gtest_filter="${GPU_FILTER:-*Cuda*:*CUDA*}" > "$out/gpu-tests-$commit.log" 2>&1
 echo "GPU tests rc $? ($(grep -cE '^\[       OK' "$out/gpu-tests-$commit.log") passed): $(( $(date +%s) - start )) s"
 grep -E "^\[  (FAILED|PASSED)|tests ran" "$out/gpu-tests-$commit.log" | head -20
@@ -83,6 +90,29 @@ if [ "${E2E:-0}" = 1 ]; then
   python3 "$root/bench/plot_e2e.py" "$out"/e2e-*-"$commit".json "$out/e2e-$commit.png" \
     > /dev/null 2>&1 || echo "e2e plot failed"
 fi
+if [ "${SPEC:-0}" = 1 ]; then
+  for arch in ${E2E_ARCHS:-nemotron-3-nano-4b qwen3.5-4b}; do
+    # shellcheck disable=SC2086  # SPEC_ARGS is a list of arguments
+    "$cli" bench spec --arch "$arch" --random-weights --device cuda ${SPEC_ARGS:--T 2,4,6,8} \
+      --commit "$commit" --json "$out/spec-cuda-$arch-$commit.json" \
+      > "$out/spec-cuda-$arch-$commit.txt" 2>&1
+    echo "bench spec $arch rc $?: $(( $(date +%s) - start )) s"
+    python3 "$root/bench/plot_spec.py" "$out/spec-cuda-$arch-$commit.json" \
+      "$out/spec-cuda-$arch-$commit.png" > /dev/null 2>&1 || echo "spec plot failed"
+  done
+fi
+if [ "${SPEC_DRAFTERS:-0}" = 1 ]; then
+  for m in nemotron-h-tiny qwen3-next-tiny; do
+    for d in ngram "model:$root/models/nemotron-h-draft"; do
+      tag=$m-$(basename "${d#model:}")
+      "$cli" bench spec --model "$root/models/$m" --drafter "$d" \
+        --prompts "${PROMPTS:-$root/tests/data/eval_text.txt}" --batch 1,8,64 -T 2,4 \
+        --device cuda --commit "$commit" --json "$out/spec-drafter-$tag-$commit.json" \
+        > "$out/spec-drafter-$tag-$commit.txt" 2>&1
+      echo "bench spec --drafter $tag rc $?: $(( $(date +%s) - start )) s"
+    done
+  done
+fi
 if [ -n "${GDN_PLANS:-}" ]; then
   IFS=';' read -ra plans <<< "$GDN_PLANS"
   for pl in "${plans[@]}"; do
@@ -93,4 +123,9 @@ if [ -n "${GDN_PLANS:-}" ]; then
       --commit "$commit" 2>&1 | grep -E "batch (64|256) L 16"
   done > "$out/gdn-plans-$commit.txt"
   echo "plan sweep: $(( $(date +%s) - start )) s"
+fi
+if [ "${TAR:-0}" = 1 ]; then
+  (cd "$out" && tar -czf "results-$commit.tar.gz" --exclude "results-$commit.tar.gz" . &&
+    find . -type f ! -name "results-$commit.tar.gz" -delete)
+  echo "packed $out/results-$commit.tar.gz"
 fi
