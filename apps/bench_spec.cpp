@@ -96,14 +96,14 @@ engine::ModelOptions options(const SpecArgs& a, const std::string& variant, int 
 /// Times `steps` verify + accept steps (or, for standard, decode steps) of one batch size.
 Point time_point(engine::Model& model, const SpecArgs& a, const std::string& variant, int T,
                  int64_t batch, std::mt19937_64& rng) {
+  Point p;
+  p.variant = variant;
+  p.T = T;
+  p.batch = batch;
+  p.L = model.options().ring_L;
   if (!a.drafter.empty()) {  // the serving loops with a real drafter (they reset their slots)
     const auto reqs = served_requests(a.prompts_file, batch, a.prompt_len, a.new_tokens);
     const ServedPoint sp = time_served(model, reqs, variant == "standard" ? 0 : T, a.drafter);
-    Point p;
-    p.variant = variant;
-    p.T = T;
-    p.batch = batch;
-    p.L = model.options().ring_L;
     p.ms = sp.ms;
     p.tokens_per_s = sp.tokens_per_s;
     p.mean_accepted = sp.mean_accepted;
@@ -117,11 +117,6 @@ Point time_point(engine::Model& model, const SpecArgs& a, const std::string& var
   model.reset(slots);
   model.skip_to_position(slots, a.context);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(cfg.vocab_size - 1));
-  Point p;
-  p.variant = variant;
-  p.T = T;
-  p.batch = batch;
-  p.L = model.options().ring_L;
   if (variant == "standard") {
     std::vector<int32_t> tokens(static_cast<size_t>(batch));
     for (int32_t& t : tokens) t = tok(rng);

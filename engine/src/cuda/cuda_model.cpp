@@ -237,7 +237,6 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
     snap_cur_ = arena_.alloc_n<int32_t>(S);
     sh_.snap_src = arena_.alloc_n<int32_t>(S);
     sh_.snap_dst = arena_.alloc_n<int32_t>(S * opt_.spec_T);
-    sh_.snap_reset = arena_.alloc_n<int32_t>(S);
   }
 
   embed_ = arena_.upload_bf16(ck.load(layout.embed, {V, H}));
@@ -321,11 +320,8 @@ void CudaModel::reset(std::span<const int32_t> slots) {
   rows.stream = s;
   rows.check_device_ids = false;  // checked above, on the host
   const int32_t S = static_cast<int32_t>(opt_.max_slots);
-  if (sh_.snapshots()) {  // a fresh slot's state is its buffer 0
+  if (sh_.snapshots())  // a fresh slot's state is its buffer 0 (the mixers zero all of them)
     cuda::zero_slot_rows(snap_cur_, sizeof(int32_t), reset_ids_, n, S, s);
-    cuda::snapshot_rows(reset_ids_, snap_cur_, n, 0, sh_.state_buffers(), S, sh_.snap_reset,
-                        nullptr, s);
-  }
   for (auto& sub : sub_) sub.mixer->reset(rows);
   if (sh_.mode == SsmMode::kReplay) replayssm::reset(sh_.cursors, rows);
   cuda::zero_slot_rows(positions_, sizeof(int32_t), reset_ids_, n,

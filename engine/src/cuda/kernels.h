@@ -172,8 +172,8 @@ void verify_rows(const int32_t* slots, const int32_t* ntok, const int32_t* posit
 
 /// The snapshot baseline of speculative decoding (conventional SSM mode with verify steps; issue
 /// 5 item 5): slot s owns `buffers` = spec_T + 1 state buffers, pool rows s * buffers + j, and
-/// cur[s] says which holds its state. For each row b: src[b] = its current buffer, and (dst not
-/// nullptr) dst [B, T] the buffers its T tokens' snapshots go to, the others in cyclic order
+/// cur[s] says which holds its state. For each row b: src[b] = its current buffer, and dst [B, T]
+/// the buffers its T tokens' snapshots go to, the others in cyclic order
 /// after cur (pad rows: -1).
 void snapshot_rows(const int32_t* slots, const int32_t* cur, int64_t B, int32_t T,
                    int32_t buffers, int32_t num_slots, int32_t* src, int32_t* dst,

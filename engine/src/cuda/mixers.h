@@ -64,9 +64,9 @@ struct CudaShared {
   int64_t max_tokens = 0;
   /// The snapshot baseline (conventional mode with verify steps; kernels.h snapshot_rows): each
   /// SSM layer's state pool holds spec_T + 1 buffers per slot; the model fills, per step, the
-  /// rows' current buffers snap_src [n] and their tokens' snapshot buffers snap_dst [n, T], and
-  /// at reset() the reset slots' buffers snap_reset [n]; every layer uses the same.
-  int32_t *snap_src = nullptr, *snap_dst = nullptr, *snap_reset = nullptr;
+  /// rows' current buffers snap_src [n] and their tokens' snapshot buffers snap_dst [n, T]; every
+  /// layer uses the same.
+  int32_t *snap_src = nullptr, *snap_dst = nullptr;
   DeviceArena* arena = nullptr;
 
   bool snapshots() const { return mode == SsmMode::kConventional && spec_T > 0; }
@@ -193,13 +193,12 @@ class ConvBuffers {
   int32_t slots_ = 0;
 };
 
-/// Zeroes the state buffers of the rows' slots in an SSM layer's pool: state rows of `row_bytes`
-/// bytes; with the snapshot baseline the reset slots' current buffers (CudaShared::snap_reset).
+/// Zeroes every state buffer of the rows' slots in an SSM layer's pool (state rows of
+/// `row_bytes` bytes; a slot's state_buffers() rows are contiguous, so they are one row here).
 inline void zero_state_rows(void* state, int64_t row_bytes, const CudaShared& sh,
                             const Rows& rows) {
-  const int32_t* ids = sh.snapshots() ? sh.snap_reset : rows.slot_ids.ptr<int32_t>();
-  zero_slot_rows(state, row_bytes, ids, rows.slot_ids.numel(),
-                 static_cast<int32_t>(sh.slots * sh.state_buffers()),
+  zero_slot_rows(state, row_bytes * sh.state_buffers(), rows.slot_ids.ptr<int32_t>(),
+                 rows.slot_ids.numel(), static_cast<int32_t>(sh.slots),
                  static_cast<cudaStream_t>(rows.stream));
 }
 

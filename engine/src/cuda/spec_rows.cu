@@ -35,7 +35,6 @@ __global__ void snapshot_rows_kernel(const int32_t* __restrict__ slots,
   const bool real = slot >= 0 && slot < num_slots;
   const int32_t c = real ? cur[slot] : 0;
   src[b] = real ? slot * buffers + c : -1;
-  if (!dst) return;
   for (int32_t t = 0; t < T; ++t)
     dst[b * T + t] = real ? slot * buffers + (c + 1 + t) % buffers : -1;
 }
