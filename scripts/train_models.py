@@ -150,9 +150,33 @@ def build_model(name: str, seq_len: int):
     elif name == "qwen3-next-tiny":
         cfg = qwen3_next_config(seq_len)
         model = Qwen3NextForCausalLM(cfg)
+        init_gdn_gates(model)
     else:
         raise SystemExit(f"unknown model {name!r}; expected one of {MODELS + (DRAFT,)}")
     return model
+
+
+def init_gdn_gates(model, dt_min=1e-3, dt_max=1e-1, dt_floor=1e-4, a_max=16.0):
+    """Draw the Gated DeltaNet gate parameters as Mamba-2 draws its dt: the decay per token at zero gate
+    input is exp(-A * softplus(dt_bias)) with A = exp(A_log) ~ U(1, a_max) and softplus(dt_bias) = dt
+    log-uniform in [dt_min, dt_max], the time_step_min / max / floor of the Mamba-2 configs (and of
+    nemotron-h-tiny above); FLA's GatedDeltaNet layer draws its gates the same way. HF's Qwen3NextGatedDeltaNet instead starts from
+    dt_bias = 1 and A ~ U(0, 16): softplus(1) * A puts most heads' half-life under one token, and 1,115
+    steps of training left every head of the first bundled model there (<= 1.1 tokens), which is not
+    what a released GDN model looks like and leaves nothing for a state error to accumulate in."""
+    n = 0
+    for module in model.modules():
+        if module.__class__.__name__ != "Qwen3NextGatedDeltaNet":
+            continue
+        h = module.dt_bias.numel()
+        with torch.no_grad():
+            dt = torch.exp(torch.rand(h) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+            dt = dt.clamp(min=dt_floor)
+            module.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
+            module.A_log.copy_(torch.log(torch.empty(h).uniform_(1.0, a_max)))
+        n += 1
+    if n == 0:
+        raise SystemExit("init_gdn_gates: no Qwen3NextGatedDeltaNet module found (transformers renamed it?)")
 
 
 def ssd_chunk_scan_fp32(hidden_states, dt, A, B, C, chunk_size, D=None, dt_bias=None, initial_states=None,
