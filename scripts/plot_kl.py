@@ -150,7 +150,7 @@ def main():
         return 0
 
     models = sorted(data)
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5.5), squeeze=False)
     for ax, model in zip(axes[0], models):
         buckets = sorted({(b, name) for pts in data[model].values() for b, name, _ in pts})
         x_of = {name: i for i, (_, name) in enumerate(buckets)}
@@ -162,12 +162,13 @@ def main():
             else:
                 ax.plot([], [], linestyle="none", label=f"{label} (KL = 0)")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(buckets)), [name for _, name in buckets])
+        ax.set_xticks(range(len(buckets)), [name for _, name in buckets], rotation=35, ha="right")
         ax.set_xlabel("position in window (bucket)")
         ax.set_ylabel("mean KL(reference || mode), nats")
         ax.set_title(model)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        # below the axes: the curves span the whole height (shared baselines on top, split modes low)
+        ax.legend(fontsize=7.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.28))
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(args.out, dpi=130)

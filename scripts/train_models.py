@@ -682,6 +682,10 @@ Every MLP is a dense SwiGLU (`num_experts` = 0, `mlp_only_layers` = all layers):
                         f"{r['train_bytes'] / 1e6:.1f} MB training text, seen {r['tokens_seen'] / r['train_bytes']:.1f} times)")
     fast_note = ""
     note = ("\n\n" + r["note"]) if r.get("note") else ""
+    if cfg.model_type == "qwen3_next":
+        fast_note += ("\nGated DeltaNet gates initialised as Mamba-2 draws dt (`init_gdn_gates`): A = exp(A_log) ~ "
+                      "U(1, 16), softplus(dt_bias) log-uniform in [0.001, 0.1]. HF's default (dt_bias = 1) makes "
+                      "every head forget within about a token.")
     if r.get("fast_ssd_in_training"):
         fast_note = ("\nFor speed the training loop replaced HF's torch `mamba2_chunk_scan` (whose transformers 5.17 form "
                      "materialises [batch, chunk, l, s, heads, state] products) by `ssd_chunk_scan_fp32` in "
