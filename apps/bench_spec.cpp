@@ -21,6 +21,8 @@
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
+#include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/config.h"
 #include "replayssm/engine/memory.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/errors.h"
@@ -44,6 +46,8 @@ struct SpecArgs {
   // Real drafters instead of an acceptance trace (spec_served.h).
   std::string drafter, prompts_file;
   int prompt_len = 64, new_tokens = 128;
+  // Options given on the command line that only one of the two modes reads.
+  std::vector<std::string> trace_only_given, drafter_only_given;
 };
 
 /// Tokens each row commits per verify step, [step][row], each in 1..T.
@@ -157,6 +161,13 @@ int run_spec(const SpecArgs& args) {
   check<ConfigError>(a.drafter.empty() == a.prompts_file.empty(),
                      "bench spec: --drafter and --prompts go together (real drafters on prompts; "
                      "without them an acceptance trace, --alpha)");
+  check<ConfigError>(a.drafter.empty() || a.trace_only_given.empty(), "bench spec: ",
+                     a.trace_only_given.empty() ? "" : a.trace_only_given[0],
+                     " sets the acceptance trace, which --drafter replaces (use --prompt-len / "
+                     "--new-tokens)");
+  check<ConfigError>(!a.drafter.empty() || a.drafter_only_given.empty(), "bench spec: ",
+                     a.drafter_only_given.empty() ? "" : a.drafter_only_given[0],
+                     " needs --drafter and --prompts");
   const BenchSource src = bench_source(a.arch, a.model, a.random_weights, a.seed, "bench spec");
   sort_unique_or_throw(a.batches, "--batch");
   sort_unique_or_throw(a.Ts, "-T");
@@ -169,6 +180,17 @@ int run_spec(const SpecArgs& args) {
         check_host_memory(src.cfg, sb.total(), sb.kv_cache, max_batch, "bench spec", false);
       }
     }
+  if (!a.drafter.empty()) {  // the drafter and prompts before any output (one-line errors)
+    (void)served_requests(a.prompts_file, 1, a.prompt_len, a.new_tokens);
+    check<ConfigError>(a.drafter == "ngram" || (a.drafter.rfind("model:", 0) == 0 && a.drafter.size() > 6),
+                       "bench spec: unknown drafter '", a.drafter, "', expected ngram or model:DIR");
+    if (a.drafter != "ngram") {
+      const engine::Checkpoint draft = engine::Checkpoint::open(a.drafter.substr(6));
+      const int64_t dv = engine::parse_config(draft.config()).vocab_size;
+      check<ConfigError>(dv == src.cfg.vocab_size, "bench spec: draft model ", a.drafter.substr(6),
+                         " has vocab ", dv, ", the target ", src.cfg.vocab_size);
+    }
+  }
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // after the argument checks
 
   const std::string how =
@@ -234,11 +256,15 @@ int run_spec(const SpecArgs& args) {
   json rows = json::array();
   for (const int T : a.Ts) {
     fmt::print("\nT = {}: committed tokens/s (replay / snapshot, replay / standard)\n", T);
-    fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  mean accepted\n", "batch", "standard",
-               "snapshot", "replay", "/snap", "/std");
+    fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  mean accepted (snapshot / replay)\n",
+               "batch", "standard", "snapshot", "replay", "/snap", "/std");
     // "oom": the device could not hold that batch for the variant.
     const auto rate = [](const Point* p) {
       return p->fits ? fmt::format("{:.1f}", p->tokens_per_s) : std::string("oom");
+    };
+    // Each variant's own: with a real drafter they can differ (greedy splits at near-ties).
+    const auto accepted = [](const Point* p) {
+      return p->fits ? fmt::format("{:.2f}", p->mean_accepted) : std::string("-");
     };
     const auto ratio = [](const Point* x, const Point* y) {
       return x->fits && y->fits ? fmt::format("{:.2f}x", x->tokens_per_s / y->tokens_per_s)
@@ -248,7 +274,7 @@ int run_spec(const SpecArgs& args) {
       const Point *st = find("standard", T, b), *sn = find("snapshot", T, b), *re = find("replay", T, b);
       fmt::print("{:>6} {:>12} {:>12} {:>12} {:>9} {:>9}  {}\n", b, rate(st), rate(sn),
                  rate(re), ratio(re, sn), ratio(re, st),
-                 re->fits ? fmt::format("{:.2f}", re->mean_accepted) : std::string("-"));
+                 fmt::format("{} / {}", accepted(sn), accepted(re)));
     }
     fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
                "snapshot {}, replay {}\n",
@@ -399,7 +425,13 @@ void add_bench_spec(CLI::App& bench, Action& action) {
                   "are created)")
       ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
-  sub->callback([&action, a] { action = [a] { return run_spec(*a); }; });
+  sub->callback([&action, a, sub] {
+    for (const char* o : {"--alpha", "--context", "--steps"})
+      if (sub->count(o) > 0) a->trace_only_given.emplace_back(o);
+    for (const char* o : {"--prompt-len", "--new-tokens"})
+      if (sub->count(o) > 0) a->drafter_only_given.emplace_back(o);
+    action = [a] { return run_spec(*a); };
+  });
 }
 
 }  // namespace replayssm::cli

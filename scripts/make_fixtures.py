@@ -26,6 +26,7 @@ config.json + model.safetensors in FP32) and writes the same three files for it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import math
@@ -38,6 +39,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 256
 TRAINED = ("nemotron-h-tiny", "qwen3-next-tiny")
+
+
+def weights_sha256(model_dir: Path) -> dict:
+    """sha256 of each *.safetensors file of the checkpoint directory, by file name."""
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(model_dir.glob("*.safetensors"))}
 
 
 def kernels_present() -> dict:
@@ -144,6 +150,8 @@ def write_fixture(model, model_dir: Path, out_dir: Path, name: str, tokens: list
         "architecture": model.config.architectures[0] if model.config.architectures else type(model).__name__,
         "model_dir": str(model_dir.relative_to(ROOT)) if model_dir.is_relative_to(ROOT) else str(model_dir),
         "weights": weights_note,
+        # which weights: a retrained model needs its fixture regenerated (the test's failure says so)
+        "weights_sha256": weights_sha256(model_dir),
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "python": platform.python_version(),

@@ -156,6 +156,9 @@ def build_model(name: str, seq_len: int):
     return model
 
 
+GDN_GATE_INIT = "A = exp(A_log) ~ U(1, 16), softplus(dt_bias) log-uniform in [0.001, 0.1] (floor 1e-4)"
+
+
 def init_gdn_gates(model, dt_min=1e-3, dt_max=1e-1, dt_floor=1e-4, a_max=16.0):
     """Draw the Gated DeltaNet gate parameters as Mamba-2 draws its dt: the decay per token at zero gate
     input is exp(-A * softplus(dt_bias)) with A = exp(A_log) ~ U(1, a_max) and softplus(dt_bias) = dt
@@ -374,11 +377,18 @@ def fixed_steps_command(args, name: str, steps: int) -> str:
 
 
 def git_commit() -> str:
+    """The commit whose train_models.py runs: REPLAYSSM_GIT_COMMIT where the tree has no .git (the
+    device's copy; set it to the commit of this script, not of other files), else HEAD, with
+    "+dirty" when this script differs from HEAD's."""
     if os.environ.get("REPLAYSSM_GIT_COMMIT"):
         return os.environ["REPLAYSSM_GIT_COMMIT"]
+    root = Path(__file__).resolve().parent.parent
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent.parent).stdout.strip() or "unknown"
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=root).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "scripts/train_models.py"],
+                               cwd=root).returncode == 1
+        return head + ("+dirty" if dirty and head != "unknown" else "")
     except Exception:  # noqa: BLE001
         return "unknown"
 
@@ -557,6 +567,7 @@ def train_one(args, name: str) -> dict:
         "concurrent_with_other_model": bool(os.environ.get("REPLAYSSM_CMD")),
         "curve_eval_windows": len(eval_starts_small),
         "fast_ssd_in_training": fast.enabled,
+        **({"gdn_gate_init": GDN_GATE_INIT} if name == "qwen3-next-tiny" else {}),
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -682,10 +693,9 @@ Every MLP is a dense SwiGLU (`num_experts` = 0, `mlp_only_layers` = all layers):
                         f"{r['train_bytes'] / 1e6:.1f} MB training text, seen {r['tokens_seen'] / r['train_bytes']:.1f} times)")
     fast_note = ""
     note = ("\n\n" + r["note"]) if r.get("note") else ""
-    if cfg.model_type == "qwen3_next":
-        fast_note += ("\nGated DeltaNet gates initialised as Mamba-2 draws dt (`init_gdn_gates`): A = exp(A_log) ~ "
-                      "U(1, 16), softplus(dt_bias) log-uniform in [0.001, 0.1]. HF's default (dt_bias = 1) makes "
-                      "every head forget within about a token.")
+    if r.get("gdn_gate_init"):
+        fast_note += (f"\nGated DeltaNet gates initialised as Mamba-2 draws dt (`init_gdn_gates`): {r['gdn_gate_init']}. "
+                      "HF's default (dt_bias = 1) makes every head forget within about a token.")
     if r.get("fast_ssd_in_training"):
         fast_note = ("\nFor speed the training loop replaced HF's torch `mamba2_chunk_scan` (whose transformers 5.17 form "
                      "materialises [batch, chunk, l, s, heads, state] products) by `ssd_chunk_scan_fp32` in "

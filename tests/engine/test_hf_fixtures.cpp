@@ -87,7 +87,9 @@ TEST_P(HfFixture, LogitsMatchTransformersTeacherForced) {
     }
     EXPECT_LT(worst, 1e-3 * scale) << f.name << " (" << ssm_mode_name(mode)
                                    << "): max |logit - transformers| " << worst << " at token "
-                                   << worst_pos << ", logit scale " << scale;
+                                   << worst_pos << ", logit scale " << scale
+                                   << " (if the checkpoint was retrained: regenerate its fixture with "
+                                      "scripts/make_fixtures.py; fixture.json has the weights' sha256)";
     EXPECT_GE(argmax_agree, T - 1) << f.name << ": greedy tokens disagree at "
                                    << T - argmax_agree << " of " << T << " positions";
   }
