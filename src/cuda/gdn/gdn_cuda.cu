@@ -292,6 +292,16 @@ void override_replay_plan(Plan& p) {
   });
 }
 
+/// Tuning runs only: RSSM_GDN_CONVENTIONAL_PLAN="rpt=8,rows=64,bulk=1" (any subset) replaces
+/// those fields of the dispatcher's choice for every conventional step of the process.
+void override_conventional_plan(Plan& p) {
+  for_each_plan_override("RSSM_GDN_CONVENTIONAL_PLAN", [&](const std::string& key, int v) {
+    if (key == "rpt") p.rows_per_thread = v;
+    if (key == "rows") p.rows_per_block = v;
+    if (key == "bulk") p.bulk_copy = v;
+  });
+}
+
 LaunchShape launch_shape(const Dims& d, const Plan& plan, DType state, bool kda, int64_t batch,
                          size_t smem) {
   LaunchShape ls;
@@ -457,8 +467,9 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
   const char* op = "gdn.conventional_step (cuda)";
   const Call c = check_call(layer, cache, in, rows, y, op);
   const Dims& d = layer.dims;
-  const Plan plan =
-      resolve(forced, plan_conventional(d, c.batch, c.state_dtype), d, c.state_dtype, false, op);
+  Plan autop = plan_conventional(d, c.batch, c.state_dtype);
+  override_conventional_plan(autop);
+  const Plan plan = resolve(forced, autop, d, c.state_dtype, false, op);
   const size_t smem =
       conventional_smem_bytes(plan.rows_per_block, d.head_k_dim, dtype_size(c.state_dtype));
   check_smem(smem, op);

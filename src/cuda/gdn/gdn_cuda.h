@@ -66,7 +66,9 @@ struct Plan {
                             ///< first); 0 = after (the stages in flight are read and dropped)
 };
 
-/// The dispatcher's choice for a conventional step (every field resolved).
+/// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may
+/// override fields through the environment: RSSM_GDN_CONVENTIONAL_PLAN="rpt=8,rows=64,bulk=1"
+/// (any subset), checked like a forced plan.
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
