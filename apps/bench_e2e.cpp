@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -32,6 +33,9 @@
 namespace replayssm::cli {
 namespace {
 
+/// Whole step() and step_greedy() calls timed per point (E2eRow::served_*_ms).
+constexpr int kServedSteps = 4;
+
 struct E2eArgs {
   std::string arch, model, device = "auto", json_out, commit;
   bool random_weights = false;
@@ -54,7 +58,8 @@ struct Variant {
   /// Positions a batch uses beyond --context: the stagger, the warm-up (+ its eager step), the
   /// timed windows and the profiled steps (two positions each).
   int64_t positions(int windows, int profile_steps) const {
-    return int64_t{L} + 1 + int64_t{window()} * (windows + 1) + 2 * int64_t{profile_steps} + 1;
+    return int64_t{L} + 1 + int64_t{window()} * (windows + 1) + 2 * int64_t{profile_steps} + 1 +
+           2 * kServedSteps;
   }
 };
 
@@ -112,6 +117,21 @@ E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int6
     for (const auto& [k, ms] : pr.kind_ms) row.kind_ms[k] += ms / a.profile_steps;
     row.profiled_ms += pr.profiled_ms / a.profile_steps;
   }
+  // Whole steps as serve() calls them: logits to the host, or greedy ids only.
+  std::vector<double> with_logits, greedy;
+  std::vector<int32_t> next(static_cast<size_t>(batch));
+  logits.resize(static_cast<size_t>(batch * cfg.vocab_size));
+  for (int i = 0; i < kServedSteps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    model.step(tokens, slots, logits);
+    auto t1 = std::chrono::steady_clock::now();
+    model.step_greedy(tokens, slots, next);
+    auto t2 = std::chrono::steady_clock::now();
+    with_logits.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    greedy.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  row.served_logits_ms = percentile(with_logits, 0.5);
+  row.served_greedy_ms = percentile(greedy, 0.5);
   const double ssm = (row.kind_ms.count("mamba2") ? row.kind_ms["mamba2"] : 0.0) +
                      (row.kind_ms.count("gdn") ? row.kind_ms["gdn"] : 0.0);
   row.ssm_share = row.profiled_ms > 0 ? ssm / row.profiled_ms : 0.0;

@@ -54,6 +54,13 @@ void print_e2e_table(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
   fmt::print("(speedup over the mean of the two conventional runs; * the ring length the "
              "dispatcher recommends for that batch, dispatch.h; tokens/s = batch / ms in the "
              "JSON)\n");
+  // What a serving loop pays per step on top: the logits download (step) or one id per row
+  // (step_greedy), for the first variant.
+  fmt::print("whole steps as a serving loop calls them ({}), ms: step() with the logits / "
+             "step_greedy()\n", variants.empty() ? std::string("-") : variants[0]);
+  for (const E2eRow& r : rows)
+    if (!variants.empty() && variant_name(r) == variants[0])
+      fmt::print("{:>6}  {:.3f} / {:.3f}\n", r.batch, r.served_logits_ms, r.served_greedy_ms);
 }
 
 json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
@@ -81,7 +88,10 @@ json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
       "; ms = median over windows of the window's mean step time; the conventional baseline "
       "runs first and again last (repeat 1), speedup = the mean of the two / ms. ssm_share from "
       "separately profiled steps (" +
-      (gpu ? "an event between sub-layers" : "the host clock between sub-layers") + ").";
+      (gpu ? "an event between sub-layers" : "the host clock between sub-layers") +
+      "). served_logits_ms / served_greedy_ms: whole Model::step() (logits to the host) and "
+      "Model::step_greedy() (one id per row to the host) calls on the host clock, median of a "
+      "few steps each: what a serving loop pays per step.";
   json out = json::array();
   for (const E2eRow& r : rows) {
     json x;
@@ -102,6 +112,8 @@ json e2e_json(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
     x["ssm_share"] = r.ssm_share;
     x["kind_ms"] = r.kind_ms;
     x["profiled_ms"] = r.profiled_ms;
+    x["served_logits_ms"] = r.served_logits_ms;
+    x["served_greedy_ms"] = r.served_greedy_ms;
     x["speedup"] = r.speedup;
     x["baseline"] = "conventional";
     x["baseline_ms"] = r.baseline_ms;

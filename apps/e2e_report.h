@@ -29,6 +29,9 @@ struct E2eRow {
   bool dispatched = false;      ///< the ring length ModelOptions::ring_L = 0 picks at this batch
   int64_t gpu_memory_bytes = 0; ///< Model::device_bytes of the model the row ran on
   int64_t max_slots = 0;        ///< the pool that model was built for
+  /// A whole step as a serving loop calls it, host clock, median of kServedSteps: step()
+  /// (graph + every row's logits downloaded) and step_greedy() (graph + one id per row).
+  double served_logits_ms = 0, served_greedy_ms = 0;
   int steps_timed = 0;          ///< timed steps (windows x window steps)
   int window_steps = 0;         ///< steps per window: whole flush cycles of the row's L
 };

@@ -12,6 +12,7 @@
 #include "engine/tiny_models.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/safetensors.h"
+#include "replayssm/engine/sampling.h"
 #include "replayssm/engine/serve.h"
 
 namespace replayssm::engine {
@@ -174,6 +175,39 @@ TEST_P(EngineModel, ContextFullIsASlotError) {
   EXPECT_THROW(m->step(std::vector<int32_t>{1}, std::vector<int32_t>{0}, logits), SlotError);
 }
 
+// step_greedy gives the argmax of the logits step() gives for the same rows and history (two
+// models of the same weights fed the same tokens); a wrong next size raises and changes nothing.
+TEST_P(EngineModel, StepGreedyIsTheArgmaxOfStep) {
+  auto a = load(GetParam(), SsmMode::kReplay, 4);
+  auto g = load(GetParam(), SsmMode::kReplay, 4);
+  const std::vector<int32_t> slots{3, 1, 0};
+  a->reset(slots);
+  g->reset(slots);
+  std::mt19937 rng(5);
+  std::vector<float> logits(slots.size() * 256);
+  std::vector<int32_t> next(slots.size()), tokens(slots.size());
+  for (int step = 0; step < 24; ++step) {
+    for (auto& t : tokens) t = int32_t(rng() % 256);
+    a->step(tokens, slots, logits);
+    g->step_greedy(tokens, slots, next);
+    for (size_t b = 0; b < slots.size(); ++b)
+      ASSERT_EQ(next[b], greedy_token({logits.data() + b * 256, 256})) << "step " << step;
+  }
+  std::vector<int32_t> short_next(slots.size() - 1);
+  EXPECT_THROW(g->step_greedy(tokens, slots, short_next), ShapeError);
+  EXPECT_EQ(g->position(3), 24);  // nothing ran
+}
+
+// The argmax rule of greedy_token: the lowest id among equal maxima; -1 for a NaN or an infinity.
+TEST(EngineSampling, GreedyTokenRule) {
+  std::vector<float> v{0.5f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(greedy_token(v), 1);
+  v[2] = std::nanf("");
+  EXPECT_EQ(greedy_token(v), -1);
+  v[2] = -INFINITY;
+  EXPECT_EQ(greedy_token(v), -1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, EngineModel, ::testing::Values("nemotron_h", "qwen3_next"));
 
 TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
@@ -255,7 +289,15 @@ TEST(EngineServe, NonFiniteLogitsStopTheRun) {
   Request r;
   r.prompt = {72, 105};
   r.max_new_tokens = 4;
-  EXPECT_THROW(serve(*m, {r}, 1, SamplingParams{}), Error);
+  EXPECT_THROW(serve(*m, {r}, 1, SamplingParams{}), Error);  // greedy: step_greedy's -1
+  SamplingParams warm;
+  warm.temperature = 0.7;
+  m->reset(std::vector<int32_t>{0});
+  EXPECT_THROW(serve(*m, {r}, 1, warm), Error);  // sampled: the logits' check
+  std::vector<int32_t> next(1);
+  m->reset(std::vector<int32_t>{0});
+  m->step_greedy(std::vector<int32_t>{72}, std::vector<int32_t>{0}, next);
+  EXPECT_EQ(next[0], -1);
 }
 
 TEST(EngineLoad, Bf16WeightsLoad) {

@@ -44,6 +44,7 @@
 #include "cuda/device.h"
 #include "engine/tiny_models.h"
 #include "replayssm/engine/model.h"
+#include "replayssm/engine/sampling.h"
 #include "replayssm/engine/serve.h"
 
 namespace replayssm::engine {
@@ -109,6 +110,7 @@ struct Opt {
   SsmMode mode = SsmMode::kReplay;
   int L = 16, slots = 4;
   std::string state = "fp32";
+  int spec_T = 0;
 };
 
 std::unique_ptr<Model> load(const std::string& arch, const Opt& o) {
@@ -120,6 +122,7 @@ std::unique_ptr<Model> load(const std::string& arch, const Opt& o) {
   m.max_slots = o.slots;
   m.max_context = 512;
   m.state = o.state;
+  m.spec_T = o.spec_T;
   return Model::load(tiny_dir(arch), m);
 }
 
@@ -544,6 +547,39 @@ TEST_P(EngineCuda, ThroughputReport) {
                   variant == 0 ? "cpu fp32" : variant == 1 ? "cuda graphs" : "cuda eager",
                   batch * steps / s, 1e6 * s / steps);
     }
+  }
+}
+
+// step_greedy on CUDA (ids from the device) equals the host argmax of step()'s logits for the
+// same rows and history, with graphs and eagerly, and on a model built for verify steps (whose
+// steps run as verify + accept); a wrong next size raises and changes nothing.
+TEST_P(EngineCuda, StepGreedyIsTheArgmaxOfStep) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const int variant : {0, 1, 2}) {  // graphs, eager, built for verify steps (T 2)
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Opt o;
+    o.graphs = variant != 1;
+    o.spec_T = variant == 2 ? 2 : 0;
+    o.L = 4;
+    auto a = load(GetParam(), o);
+    auto g = load(GetParam(), o);
+    const std::vector<int32_t> slots{3, 1, 0};
+    a->reset(slots);
+    g->reset(slots);
+    std::mt19937 rng(5);
+    std::vector<float> logits(slots.size() * kVocab);
+    std::vector<int32_t> next(slots.size()), tokens(slots.size());
+    for (int step = 0; step < 20; ++step) {
+      for (auto& t : tokens) t = int32_t(rng() % kVocab);
+      a->step(tokens, slots, logits);
+      g->step_greedy(tokens, slots, next);
+      for (size_t b = 0; b < slots.size(); ++b)
+        ASSERT_EQ(next[b], greedy_token({logits.data() + b * kVocab, size_t(kVocab)}))
+            << "step " << step;
+    }
+    std::vector<int32_t> short_next(1);
+    EXPECT_THROW(g->step_greedy(tokens, slots, short_next), ShapeError);
+    EXPECT_EQ(g->position(3), 20);
   }
 }
 

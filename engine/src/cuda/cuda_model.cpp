@@ -109,6 +109,8 @@ class CudaModel final : public Model {
   void reset(std::span<const int32_t> slots) override;
   void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
             std::span<float> logits) override;
+  void step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                   std::span<int32_t> next) override;
   int64_t position(int32_t slot) const override { return position_.at(slot); }
   void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
               std::span<const int32_t> slots, std::span<float> logits) override;
@@ -188,6 +190,7 @@ class CudaModel final : public Model {
   float *hidden_ = nullptr, *logits_ = nullptr;
   bf16* normed_ = nullptr;
   char* scratch_ = nullptr;
+  int32_t* greedy_ = nullptr;  ///< [max_slots] step_greedy's ids
   int32_t *io_ = nullptr, *reset_ids_ = nullptr, *ones_ = nullptr, *positions_ = nullptr;
   int32_t *accepted_ = nullptr, *snap_cur_ = nullptr;
   int64_t io_ints_ = 0;  ///< capacity of io_ and its pinned staging
@@ -276,6 +279,7 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   io_ints_ = 2 * S + 3 * NT;
   io_ = arena_.alloc_n<int32_t>(io_ints_);
   reset_ids_ = arena_.alloc_n<int32_t>(S);
+  greedy_ = arena_.alloc_n<int32_t>(S);
   positions_ = arena_.alloc_n<int32_t>(S);
   ones_ = arena_.alloc_n<int32_t>(S);
   accepted_ = arena_.alloc_n<int32_t>(S);
@@ -503,6 +507,27 @@ void CudaModel::step(std::span<const int32_t> tokens, std::span<const int32_t> s
   launch_step(Shape{B, 1, false});
   download_logits(B);
   std::memcpy(logits.data(), logits_host_.v, B * V * sizeof(float));
+  for (int32_t slot : slots) ++position_[slot];
+}
+
+void CudaModel::step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                            std::span<int32_t> next) {
+  check<ProtocolError>(!pending_, "step_greedy: a verify step awaits accept()");
+  check_step_greedy(cfg_, opt_, position_, tokens, slots, next);
+  const int64_t B = static_cast<int64_t>(slots.size());
+  if (B == 0) return;
+  // A model built for verify steps runs its steps as verify + accept: the logits path.
+  if (opt_.spec_T > 0) return Model::step_greedy(tokens, slots, next);
+  upload_rows(tokens, slots);
+  launch_step(Shape{B, 1, false});
+  cuda::greedy_rows(logits_, B, cfg_.vocab_size, greedy_, stream_.v);
+  // Into the pinned staging the rows were uploaded from: the copy is ordered after that upload.
+  auto* host = static_cast<int32_t*>(io_host_.v);
+  check_cuda(cudaMemcpyAsync(host, greedy_, B * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             stream_.v),
+             "cudaMemcpyAsync (greedy ids)");
+  check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (greedy step)");
+  std::copy(host, host + B, next.begin());
   for (int32_t slot : slots) ++position_[slot];
 }
 

@@ -13,6 +13,10 @@ namespace replayssm::engine::cuda {
 
 using bf16 = __nv_bfloat16;
 
+/// Greedy token of each row of logits [rows, V] fp32: out[r] = the argmax (the lowest id on
+/// ties), or -1 when any of the row's logits is NaN or infinite (Model::step_greedy).
+void greedy_rows(const float* logits, int64_t rows, int64_t V, int32_t* out, cudaStream_t s);
+
 /// nn.Embedding: out [B, H] fp32 = table [V, H] bf16 at rows tokens [B] int32 (ids outside
 /// [0, V) give zero rows; the model checks them on the host).
 void embed(const bf16* table, const int32_t* tokens, int64_t B, int64_t H, int64_t V, float* out,

@@ -125,6 +125,16 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
   check_rows(cfg, opt, position, tokens, slots, 1, "step");
 }
 
+void check_step_greedy(const ModelConfig& cfg, const ModelOptions& opt,
+                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                       std::span<const int32_t> slots, std::span<const int32_t> next) {
+  check<ShapeError>(tokens.size() == slots.size(), "step_greedy: ", tokens.size(), " tokens for ",
+                    slots.size(), " slots, expected one token per slot");
+  check<ShapeError>(next.size() == slots.size(), "step_greedy: next has ", next.size(),
+                    " entries, expected one per row (", slots.size(), ")");
+  check_rows(cfg, opt, position, tokens, slots, 1, "step_greedy");
+}
+
 void check_time_steps(const ModelConfig& cfg, const ModelOptions& opt,
                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                       std::span<const int32_t> slots, int32_t steps, int32_t extra) {

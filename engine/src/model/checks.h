@@ -34,6 +34,11 @@ void check_step(const ModelConfig& cfg, const ModelOptions& opt,
                 const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                 std::span<const int32_t> slots, std::span<const float> logits);
 
+/// The arguments of Model::step_greedy: as step's, with next [batch] in place of the logits.
+void check_step_greedy(const ModelConfig& cfg, const ModelOptions& opt,
+                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                       std::span<const int32_t> slots, std::span<const int32_t> next);
+
 /// The arguments of Model::time_steps: as step's, with room for steps + extra (untimed warm-up
 /// and profiled steps) tokens in every row's context; steps >= 1.
 void check_time_steps(const ModelConfig& cfg, const ModelOptions& opt,

@@ -3,11 +3,23 @@
 #include "model/checks.h"
 #include "model/cpu_model.h"
 #include "replayssm/engine/checkpoint.h"
+#include "replayssm/engine/sampling.h"
 #ifdef RSSM_WITH_CUDA
 #include "cuda/cuda_model.h"
 #endif
 
 namespace replayssm::engine {
+
+void Model::step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                        std::span<int32_t> next) {
+  const int64_t V = config().vocab_size;
+  check<ShapeError>(next.size() == slots.size(), "step_greedy: next has ", next.size(),
+                    " entries, expected one per row (", slots.size(), ")");
+  std::vector<float> logits(slots.size() * static_cast<size_t>(V));
+  step(tokens, slots, logits);
+  for (size_t b = 0; b < slots.size(); ++b)
+    next[b] = greedy_token({logits.data() + b * V, static_cast<size_t>(V)});
+}
 
 const char* ssm_mode_name(SsmMode m) {
   return m == SsmMode::kReplay ? "replay" : "conventional";

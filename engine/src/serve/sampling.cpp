@@ -60,6 +60,12 @@ int32_t argmax(std::span<const float> logits) {
 
 }  // namespace
 
+int32_t greedy_token(std::span<const float> logits) {
+  for (const float v : logits)
+    if (!std::isfinite(v)) return -1;
+  return argmax(logits);
+}
+
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p,
                      std::mt19937_64& rng) {
   if (p.temperature == 0.0) return argmax(logits);

@@ -32,8 +32,11 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
   ServeStats st;
   const auto t0 = std::chrono::steady_clock::now();
 
-  std::vector<int32_t> tokens, slots;
+  std::vector<int32_t> tokens, slots, next;
   std::vector<float> logits;
+  // Greedy decoding needs only each row's argmax: step_greedy (on CUDA computed on the device, so
+  // one id per row leaves it instead of the row's logits).
+  const bool greedy = sampling.temperature == 0.0;
   while (!queue.empty() || !active.empty()) {
     // Admit queued requests into free slots (fresh state for each).
     std::vector<int32_t> fresh;
@@ -56,8 +59,13 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
       tokens.push_back(a.fed < r.prompt.size() ? r.prompt[a.fed] : a.next);
       slots.push_back(a.slot);
     }
-    logits.resize(active.size() * V);
-    model.step(tokens, slots, logits);
+    if (greedy) {
+      next.resize(active.size());
+      model.step_greedy(tokens, slots, next);
+    } else {
+      logits.resize(active.size() * V);
+      model.step(tokens, slots, logits);
+    }
     if (++st.steps == 1) {
       st.first_step_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -70,14 +78,19 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
       const Request& r = requests[a.req];
       // A NaN or Inf logit (a damaged checkpoint, an overflow) would be sampled as token 0 and
       // stream garbage: stop instead, naming the request and its position.
-      check_logits_finite({logits.data() + i * V, size_t(V)}, a.req, model.position(a.slot) - 1);
+      if (greedy)
+        check<Error>(next[i] >= 0, "request ", a.req, ": non-finite logit at position ",
+                     model.position(a.slot) - 1);
+      else
+        check_logits_finite({logits.data() + i * V, size_t(V)}, a.req, model.position(a.slot) - 1);
       if (a.fed < r.prompt.size()) {
         ++a.fed;
         ++st.prompt_tokens;
         if (a.fed < r.prompt.size()) { still.push_back(std::move(a)); continue; }
       }
       // The logits of the last fed token give the next token.
-      const int32_t t = sample_token({logits.data() + i * V, size_t(V)}, sampling, a.rng);
+      const int32_t t =
+          greedy ? next[i] : sample_token({logits.data() + i * V, size_t(V)}, sampling, a.rng);
       out[a.req].tokens.push_back(t);
       ++st.generated_tokens;
       if (on_token) on_token(a.req, t);

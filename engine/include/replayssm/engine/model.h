@@ -126,6 +126,14 @@ class Model {
   virtual void step(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                     std::span<float> logits) = 0;
 
+  /// A decode step as step() that returns, instead of the logits, each row's greedy next token:
+  /// next[b] = the argmax of its logits (the lowest id on ties, as sample_token at temperature 0),
+  /// or -1 when any of them is NaN or infinite. The CUDA model computes it on the device, so only
+  /// these ids leave it (step() downloads batch x vocab floats). next: [batch] int32. Errors and
+  /// what is modified as step().
+  virtual void step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                           std::span<int32_t> next);
+
   /// Tokens consumed so far by a slot.
   virtual int64_t position(int32_t slot) const = 0;
 

@@ -25,6 +25,10 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std
 /// one-hot at the argmax (lowest id on ties).
 std::vector<double> token_probs(std::span<const float> logits, const SamplingParams& p);
 
+/// Greedy token of logits [vocab]: the argmax, the lowest id on ties (sample_token at
+/// temperature 0), or -1 when any logit is NaN or infinite (Model::step_greedy's rule).
+int32_t greedy_token(std::span<const float> logits);
+
 /// The stream of request `index` for seed p.seed.
 std::mt19937_64 request_rng(const SamplingParams& p, uint64_t index);
 

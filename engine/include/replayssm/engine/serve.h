@@ -43,7 +43,8 @@ using StepCallback = std::function<void(size_t, size_t)>;
 
 /// Runs all requests to completion with at most `batch` (<= max_slots) active at once.
 /// Errors: ConfigError (empty prompt, batch < 1, prompt + max_new_tokens past the context);
-/// Error for a non-finite logit (the run stops: sampling it would stream garbage).
+/// Error for a non-finite logit (the run stops: sampling it would stream garbage). Greedy
+/// sampling (temperature 0) steps with Model::step_greedy: only the argmax leaves the model.
 std::vector<Completion> serve(Model& model, const std::vector<Request>& requests, int32_t batch,
                               const SamplingParams& sampling, ServeStats* stats = nullptr,
                               const TokenCallback& on_token = {}, const StepCallback& on_step = {});
