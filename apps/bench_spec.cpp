@@ -182,8 +182,9 @@ int run_spec(const SpecArgs& args) {
     }
   if (!a.drafter.empty()) {  // the drafter and prompts before any output (one-line errors)
     (void)served_requests(a.prompts_file, 1, a.prompt_len, a.new_tokens);
-    check<ConfigError>(a.drafter == "ngram" || (a.drafter.rfind("model:", 0) == 0 && a.drafter.size() > 6),
-                       "bench spec: unknown drafter '", a.drafter, "', expected ngram or model:DIR");
+    const bool model_spec = a.drafter.rfind("model:", 0) == 0 && a.drafter.size() > 6;
+    check<ConfigError>(a.drafter == "ngram" || model_spec, "bench spec: unknown drafter '",
+                       a.drafter, "', expected ngram or model:DIR");
     if (a.drafter != "ngram") {
       const engine::Checkpoint draft = engine::Checkpoint::open(a.drafter.substr(6));
       const int64_t dv = engine::parse_config(draft.config()).vocab_size;

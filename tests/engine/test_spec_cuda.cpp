@@ -32,6 +32,7 @@
 #include "replayssm/engine/drafter.h"
 #include "replayssm/engine/errors.h"
 #include "replayssm/engine/model.h"
+#include "replayssm/engine/sampling.h"
 #include "replayssm/engine/speculative.h"
 #include "replayssm/engine/tokenizer.h"
 
@@ -238,6 +239,29 @@ TEST_P(SpecCuda, GraphStepsEqualEagerSteps) {
 
 // Bad counts and calls out of protocol raise and change nothing: the model then continues bit for
 // bit like one that never saw them.
+// verify_greedy on CUDA (ids from the device) equals the host argmax of verify()'s logits over
+// random steps (pad rows, 1..T tokens per row, discards), with graphs.
+TEST_P(SpecCuda, VerifyGreedyIsTheArgmaxOfVerify) {
+  RSSM_SKIP_WITHOUT_CUDA_DEVICE();
+  Opt o;
+  o.mode = GetParam().mode;
+  auto a = load(GetParam().arch, o);
+  auto g = load(GetParam().arch, o);
+  std::mt19937 rng(21);
+  for (int step = 0; step < 60; ++step) {
+    const RandomStep s = random_step(rng, o.slots, o.spec_T);
+    std::vector<float> logits(s.total * kVocab);
+    std::vector<int32_t> next(s.total);
+    a->verify(s.tokens, s.ntok, s.slots, logits);
+    g->verify_greedy(s.tokens, s.ntok, s.slots, next);
+    for (int64_t i = 0; i < s.total; ++i)
+      ASSERT_EQ(next[i], greedy_token({logits.data() + i * kVocab, size_t(kVocab)}))
+          << "step " << step << " token row " << i;
+    a->accept(s.accepted);
+    g->accept(s.accepted);
+  }
+}
+
 TEST_P(SpecCuda, BadInputRaisesAndChangesNothing) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
   Opt o;

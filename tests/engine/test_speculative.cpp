@@ -368,6 +368,64 @@ TEST(RejectionSampling, GreedyKeepsTheArgmaxPrefix) {
   EXPECT_THROW(accept_drafts(logits, V, std::vector<int32_t>{1}, {}, greedy, rng), ShapeError);
 }
 
+// accept_greedy (the argmax ids alone, as verify_greedy returns them) decides as accept_drafts
+// at temperature 0 on the logits: random logits with ties, drafts that follow the argmax for a
+// random prefix then leave it.
+TEST(RejectionSampling, AcceptGreedyEqualsAcceptDraftsAtTemperatureZero) {
+  std::mt19937_64 rng(11);
+  const SamplingParams greedy{};
+  const int V = 7;
+  for (int trial = 0; trial < 500; ++trial) {
+    const int d = int(rng() % 8);
+    std::vector<float> logits((d + 1) * V);
+    for (float& x : logits) x = float(rng() % 5);  // many ties
+    std::vector<int32_t> ids(d + 1), drafts(d);
+    for (int i = 0; i <= d; ++i) ids[i] = greedy_token({logits.data() + i * V, size_t(V)});
+    const int follow = d == 0 ? 0 : int(rng() % (d + 1));
+    for (int i = 0; i < d; ++i) drafts[i] = i < follow ? ids[i] : int32_t(rng() % V);
+    const Verdict a = accept_drafts(logits, V, drafts, {}, greedy, rng);
+    const Verdict b = accept_greedy(ids, drafts);
+    ASSERT_EQ(a.accepted, b.accepted) << "trial " << trial;
+    ASSERT_EQ(a.next, b.next) << "trial " << trial;
+  }
+  EXPECT_THROW(accept_greedy(std::vector<int32_t>{1}, std::vector<int32_t>{1}), ShapeError);
+}
+
+// verify_greedy gives the argmax of verify()'s logits for every fed token, pad rows and varying
+// counts included (two models of the same weights fed the same steps); a wrong size raises and
+// leaves no verify pending.
+TEST(SpecModel, VerifyGreedyIsTheArgmaxOfVerify) {
+  auto a = load(tiny_dir("nemotron_h"), SsmMode::kReplay, 4, 8);
+  auto g = load(tiny_dir("nemotron_h"), SsmMode::kReplay, 4, 8);
+  std::mt19937 rng(9);
+  for (int step = 0; step < 30; ++step) {
+    const std::vector<int32_t> slots{2, -1, 0, 3};
+    std::vector<int32_t> ntok{1 + int32_t(rng() % 4), 0, 1 + int32_t(rng() % 4),
+                              1 + int32_t(rng() % 4)};
+    std::vector<int32_t> tokens;
+    for (int32_t n : ntok)
+      for (int t = 0; t < n; ++t) tokens.push_back(int32_t(rng() % 256));
+    std::vector<float> logits(tokens.size() * 256);
+    std::vector<int32_t> next(tokens.size());
+    a->verify(tokens, ntok, slots, logits);
+    g->verify_greedy(tokens, ntok, slots, next);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      ASSERT_EQ(next[i], greedy_token({logits.data() + i * 256, 256})) << "step " << step;
+    std::vector<int32_t> acc(ntok.size());
+    for (size_t b = 0; b < ntok.size(); ++b)
+      acc[b] = ntok[b] == 0 ? 0 : 1 + int32_t(rng() % ntok[b]);
+    a->accept(acc);
+    g->accept(acc);
+  }
+  std::vector<int32_t> short_next(1);
+  EXPECT_THROW(g->verify_greedy(std::vector<int32_t>{1, 2}, std::vector<int32_t>{2},
+                                std::vector<int32_t>{0}, short_next),
+               ShapeError);
+  std::vector<int32_t> one(1);
+  g->verify_greedy(std::vector<int32_t>{1}, std::vector<int32_t>{1}, std::vector<int32_t>{0}, one);
+  g->accept(std::vector<int32_t>{1});  // nothing was pending from the refused call
+}
+
 // temperature > 0 through the serving loop: every request gets its budget, and the result does
 // not depend on the batch (each request samples and accepts from its own seeded stream).
 TEST(RejectionSampling, SampledServingKeepsBudgetAndSeeds) {

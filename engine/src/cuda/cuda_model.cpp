@@ -114,6 +114,8 @@ class CudaModel final : public Model {
   int64_t position(int32_t slot) const override { return position_.at(slot); }
   void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
               std::span<const int32_t> slots, std::span<float> logits) override;
+  void verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                     std::span<const int32_t> slots, std::span<int32_t> next) override;
   void accept(std::span<const int32_t> accepted) override;
   void skip_to_position(std::span<const int32_t> slots, int64_t n) override;
   StepTiming time_steps(std::span<const int32_t> tokens, std::span<const int32_t> slots,
@@ -190,7 +192,7 @@ class CudaModel final : public Model {
   float *hidden_ = nullptr, *logits_ = nullptr;
   bf16* normed_ = nullptr;
   char* scratch_ = nullptr;
-  int32_t* greedy_ = nullptr;  ///< [max_slots] step_greedy's ids
+  int32_t* greedy_ = nullptr;  ///< [max_tokens] step_greedy's / verify_greedy's ids
   int32_t *io_ = nullptr, *reset_ids_ = nullptr, *ones_ = nullptr, *positions_ = nullptr;
   int32_t *accepted_ = nullptr, *snap_cur_ = nullptr;
   int64_t io_ints_ = 0;  ///< capacity of io_ and its pinned staging
@@ -279,7 +281,7 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   io_ints_ = 2 * S + 3 * NT;
   io_ = arena_.alloc_n<int32_t>(io_ints_);
   reset_ids_ = arena_.alloc_n<int32_t>(S);
-  greedy_ = arena_.alloc_n<int32_t>(S);
+  greedy_ = arena_.alloc_n<int32_t>(NT);
   positions_ = arena_.alloc_n<int32_t>(S);
   ones_ = arena_.alloc_n<int32_t>(S);
   accepted_ = arena_.alloc_n<int32_t>(S);
@@ -516,8 +518,12 @@ void CudaModel::step_greedy(std::span<const int32_t> tokens, std::span<const int
   check_step_greedy(cfg_, opt_, position_, tokens, slots, next);
   const int64_t B = static_cast<int64_t>(slots.size());
   if (B == 0) return;
-  // A model built for verify steps runs its steps as verify + accept: the logits path.
-  if (opt_.spec_T > 0) return Model::step_greedy(tokens, slots, next);
+  if (opt_.spec_T > 0) {  // a model built for verify steps runs its steps as verify + accept
+    const std::vector<int32_t> ones(static_cast<size_t>(B), 1);
+    verify_greedy(tokens, ones, slots, next);
+    accept(ones);
+    return;
+  }
   upload_rows(tokens, slots);
   launch_step(Shape{B, 1, false});
   cuda::greedy_rows(logits_, B, cfg_.vocab_size, greedy_, stream_.v);
@@ -548,6 +554,35 @@ void CudaModel::verify(std::span<const int32_t> tokens, std::span<const int32_t>
       std::memcpy(logits.data() + next * V, host + b * T * V, ntok[b] * V * sizeof(float));
       next += ntok[b];
     }
+  }
+  pending_ = true;
+}
+
+void CudaModel::verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                              std::span<const int32_t> slots, std::span<int32_t> next) {
+  check<ShapeError>(next.size() == tokens.size(), "verify_greedy: next has ", next.size(),
+                    " entries, expected one per fed token (", tokens.size(), ")");
+  check<UnsupportedError>(opt_.spec_T > 0,
+                          "verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
+  check_verify_rows(cfg_, opt_, position_, tokens, num_tokens, slots);
+  begin_verify(num_tokens, slots);
+  const Shape& shape = pending_shape_;
+  const int64_t B = shape.B, T = shape.T;
+  if (B > 0) {  // (pad rows only: nothing to run)
+    const std::vector<int32_t> ids = real_rows(slots), ntok = real_rows(num_tokens);
+    upload_verify_rows(tokens, ntok, ids, T);
+    launch_step(shape);
+    cuda::greedy_rows(logits_, B * T, cfg_.vocab_size, greedy_, stream_.v);
+    // Into the pinned staging past the rows just uploaded (and before accept()'s counts).
+    auto* host = static_cast<int32_t*>(io_host_.v) + 2 * B + B * T;
+    check_cuda(cudaMemcpyAsync(host, greedy_, B * T * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                               stream_.v),
+               "cudaMemcpyAsync (greedy ids)");
+    check_cuda(cudaStreamSynchronize(stream_.v), "cudaStreamSynchronize (greedy verify)");
+    int64_t out = 0;
+    for (int64_t b = 0; b < B; ++b)  // padded rows b * T + t -> packed
+      for (int64_t t = 0; t < ntok[b]; ++t) next[out++] = host[b * T + t];
   }
   pending_ = true;
 }

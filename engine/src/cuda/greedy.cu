@@ -17,8 +17,8 @@ constexpr int kThreads = 256;
 /// largest; cub::ArgMax then prefers the larger value and, on ties, the smaller column: the
 /// lowest id among the row's maxima, as std::max_element on the host (sample_token at
 /// temperature 0).
-__global__ void __launch_bounds__(kThreads) greedy_rows_kernel(const float* __restrict__ logits,
-                                                               int64_t V, int32_t* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    greedy_rows_kernel(const float* __restrict__ logits, int64_t V, int32_t* __restrict__ out) {
   using Pair = cub::KeyValuePair<int32_t, float>;
   using Reduce = cub::BlockReduce<Pair, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;

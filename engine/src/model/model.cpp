@@ -21,6 +21,17 @@ void Model::step_greedy(std::span<const int32_t> tokens, std::span<const int32_t
     next[b] = greedy_token({logits.data() + b * V, static_cast<size_t>(V)});
 }
 
+void Model::verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                          std::span<const int32_t> slots, std::span<int32_t> next) {
+  const int64_t V = config().vocab_size;
+  check<ShapeError>(next.size() == tokens.size(), "verify_greedy: next has ", next.size(),
+                    " entries, expected one per fed token (", tokens.size(), ")");
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
+  verify(tokens, num_tokens, slots, logits);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    next[i] = greedy_token({logits.data() + i * V, static_cast<size_t>(V)});
+}
+
 const char* ssm_mode_name(SsmMode m) {
   return m == SsmMode::kReplay ? "replay" : "conventional";
 }

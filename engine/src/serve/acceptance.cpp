@@ -26,6 +26,16 @@ int32_t draw(const std::vector<double>& w, std::mt19937_64& rng) {
 
 }  // namespace
 
+Verdict accept_greedy(std::span<const int32_t> greedy, std::span<const int32_t> drafts) {
+  check<ShapeError>(greedy.size() == drafts.size() + 1, "accept_greedy: ", greedy.size(),
+                    " greedy tokens for ", drafts.size(), " drafts, expected drafts + 1");
+  Verdict v;
+  while (v.accepted < int32_t(drafts.size()) && drafts[v.accepted] == greedy[v.accepted])
+    ++v.accepted;
+  v.next = greedy[v.accepted];
+  return v;
+}
+
 Verdict accept_drafts(std::span<const float> logits, int64_t vocab,
                       std::span<const int32_t> drafts, std::span<const std::vector<double>> q,
                       const SamplingParams& p, std::mt19937_64& rng) {

@@ -54,6 +54,10 @@ std::vector<Completion> serve_speculative(Model& model, const std::vector<Reques
   std::vector<size_t> draft_of;  // active index -> index into draft_rows (or npos)
   std::vector<std::vector<int32_t>> drafts;
   std::vector<float> logits;
+  std::vector<int32_t> greedy_ids;
+  // Greedy acceptance needs only the argmax after each fed token: verify_greedy (on CUDA one id
+  // per token row leaves the device instead of its logits).
+  const bool greedy = sampling.temperature == 0.0;
   constexpr size_t npos = size_t(-1);
   while (!queue.empty() || !active.empty()) {
     std::vector<int32_t> fresh;
@@ -124,8 +128,13 @@ std::vector<Completion> serve_speculative(Model& model, const std::vector<Reques
       }
       ntok.push_back(n);
     }
-    logits.resize(tokens.size() * V);
-    model.verify(tokens, ntok, slots, logits);
+    if (greedy) {
+      greedy_ids.resize(tokens.size());
+      model.verify_greedy(tokens, ntok, slots, greedy_ids);
+    } else {
+      logits.resize(tokens.size() * V);
+      model.verify(tokens, ntok, slots, logits);
+    }
 
     accepted.assign(active.size(), 0);
     std::vector<size_t> done;
@@ -134,9 +143,20 @@ std::vector<Completion> serve_speculative(Model& model, const std::vector<Reques
       Active& a = active[i];
       const Request& r = requests[a.req];
       const int32_t n = ntok[i];
-      const std::span<const float> row(logits.data() + off * V, size_t(n) * V);
+      std::span<const float> row;   // sampled: the logits after each fed token
+      std::span<const int32_t> ids;  // greedy: the argmax after each fed token
+      if (greedy)
+        ids = {greedy_ids.data() + off, size_t(n)};
+      else
+        row = {logits.data() + off * V, size_t(n) * V};
       off += n;
-      check_logits_finite(row, a.req, model.position(a.slot) + n - 1);
+      if (greedy) {
+        for (int32_t j = 0; j < n; ++j)
+          check<Error>(ids[j] >= 0, "request ", a.req, ": non-finite logit at position ",
+                       model.position(a.slot) + j);
+      } else {
+        check_logits_finite(row, a.req, model.position(a.slot) + n - 1);
+      }
       std::vector<int32_t> emit;
       if (a.fed < r.prompt.size()) {
         accepted[i] = n;
@@ -144,10 +164,12 @@ std::vector<Completion> serve_speculative(Model& model, const std::vector<Reques
         st.prompt_tokens += n;
         if (a.fed < r.prompt.size()) continue;
         // The logits after the last prompt token give the first generated token.
-        emit.push_back(sample_token(row.subspan(size_t(n - 1) * V), sampling, a.rng));
+        emit.push_back(greedy ? ids[n - 1]
+                              : sample_token(row.subspan(size_t(n - 1) * V), sampling, a.rng));
       } else {
         const std::span<const int32_t> d(tokens.data() + (off - n) + 1, size_t(n - 1));
-        const Verdict v = accept_drafts(row, V, d, {}, sampling, a.rng);
+        const Verdict v =
+            greedy ? accept_greedy(ids, d) : accept_drafts(row, V, d, {}, sampling, a.rng);
         accepted[i] = 1 + v.accepted;
         emit.assign(d.begin(), d.begin() + v.accepted);
         emit.push_back(v.next);

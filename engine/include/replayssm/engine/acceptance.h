@@ -30,4 +30,10 @@ Verdict accept_drafts(std::span<const float> logits, int64_t vocab,
                       std::span<const int32_t> drafts, std::span<const std::vector<double>> q,
                       const SamplingParams& p, std::mt19937_64& rng);
 
+/// Greedy acceptance from the target's greedy tokens alone (Model::verify_greedy): greedy [d + 1],
+/// greedy[i] = the argmax after the row's fed token (i = 0) or after draft i. Keeps the longest
+/// prefix of drafts with drafts[i] == greedy[i], next = greedy[accepted]: accept_drafts at
+/// temperature 0 without the logits. Errors: ShapeError (sizes disagree).
+Verdict accept_greedy(std::span<const int32_t> greedy, std::span<const int32_t> drafts);
+
 }  // namespace replayssm::engine

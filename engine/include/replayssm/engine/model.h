@@ -148,6 +148,13 @@ class Model {
   virtual void verify(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                       std::span<const int32_t> slots, std::span<float> logits) = 0;
 
+  /// verify() that returns, instead of the logits, the greedy token after each fed token:
+  /// next [sum num_tokens], in the same order, each as step_greedy's (the argmax, lowest id on
+  /// ties; -1 for non-finite logits): what greedy acceptance needs. On CUDA only these ids leave
+  /// the device. Errors, pending state and accept() as verify().
+  virtual void verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
+                             std::span<const int32_t> slots, std::span<int32_t> next);
+
   /// Ends the pending verify: row b keeps its first accepted[b] tokens (1..num_tokens[b]; 0 for
   /// pad rows; 0 on a real row discards its whole step, as if it had not run). The SSM ring cursors are committed once for all layers (rollback of the rest is a
   /// cursor move), the conv states restored to after the kept tokens, the snapshot baseline
