@@ -32,10 +32,12 @@ TEST(GreedyCuda, RowsMatchTheHostRule) {
     for (float& v : x) v = n(rng);
     auto row = [&](int r) { return x.data() + r * V; };
     std::uniform_int_distribution<int64_t> id(0, V - 1);
-    // 1: the maximum three times, far apart; 2: twice, one thread stride (256) apart; 3: at id 0;
-    // 4: at the last id; 5: all equal; 6: NaN; 7: +Inf; 8: -Inf; 9: the maximum twice, adjacent.
+    // 1: the maximum three times, far apart; 2: twice, one thread stride (256) apart (V > 256);
+    // 3: at id 0; 4: at the last id; 5: all equal; 6: NaN; 7: +Inf; 8: -Inf; 9: the maximum
+    // twice, adjacent.
     for (const int64_t i : {id(rng), id(rng), id(rng)}) row(1)[i] = 50.0f;
-    row(2)[V / 2] = 60.0f, row(2)[V / 2 - 256 >= 0 ? V / 2 - 256 : V / 2 + 256] = 60.0f;
+    // (at V = 256 every thread holds one column: the second maximum then sits in another thread)
+    row(2)[V / 2] = 60.0f, row(2)[V > 256 ? V / 2 + 256 : V / 4] = 60.0f;
     row(3)[0] = 70.0f;
     row(4)[V - 1] = 70.0f;
     for (int64_t i = 0; i < V; ++i) row(5)[i] = 1.5f;
@@ -60,6 +62,7 @@ TEST(GreedyCuda, RowsMatchTheHostRule) {
     cudaFree(d_out);
     for (int r = 0; r < kRows; ++r)
       EXPECT_EQ(out[r], greedy_token({row(r), static_cast<size_t>(V)})) << "row " << r;
+    EXPECT_EQ(out[2], V > 256 ? V / 2 : V / 4);
     EXPECT_EQ(out[5], 0);
     EXPECT_EQ(out[6], -1);
     EXPECT_EQ(out[7], -1);

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "engine/tiny_models.h"
+#include "replayssm/engine/drafter.h"
 #include "replayssm/engine/model.h"
 #include "replayssm/engine/safetensors.h"
 #include "replayssm/engine/sampling.h"
 #include "replayssm/engine/serve.h"
+#include "replayssm/engine/speculative.h"
 
 namespace replayssm::engine {
 namespace {
@@ -289,11 +292,29 @@ TEST(EngineServe, NonFiniteLogitsStopTheRun) {
   Request r;
   r.prompt = {72, 105};
   r.max_new_tokens = 4;
-  EXPECT_THROW(serve(*m, {r}, 1, SamplingParams{}), Error);  // greedy: step_greedy's -1
+  const auto non_finite = [](const std::function<void()>& run) {
+    try {
+      run();
+    } catch (const Error& e) {
+      return std::string(e.what()).find("non-finite logit") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(non_finite([&] { serve(*m, {r}, 1, SamplingParams{}); }));  // step_greedy's -1
   SamplingParams warm;
   warm.temperature = 0.7;
   m->reset(std::vector<int32_t>{0});
-  EXPECT_THROW(serve(*m, {r}, 1, warm), Error);  // sampled: the logits' check
+  EXPECT_TRUE(non_finite([&] { serve(*m, {r}, 1, warm); }));  // sampled: the logits' check
+  for (const double temp : {0.0, 0.7}) {  // the speculative loop: verify_greedy / verify
+    ModelOptions so;
+    so.spec_T = 2;
+    auto sm = Model::load(dir.string(), so);
+    auto drafter = make_drafter("ngram", *sm);
+    SamplingParams sp;
+    sp.temperature = temp;
+    EXPECT_TRUE(non_finite([&] { serve_speculative(*sm, {r}, 1, sp, {2, drafter.get()}); }))
+        << "temperature " << temp;
+  }
   std::vector<int32_t> next(1);
   m->reset(std::vector<int32_t>{0});
   m->step_greedy(std::vector<int32_t>{72}, std::vector<int32_t>{0}, next);

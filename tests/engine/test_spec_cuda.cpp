@@ -237,8 +237,6 @@ TEST_P(SpecCuda, GraphStepsEqualEagerSteps) {
   expect_identical_steps(*graphs, *eager, 13, 60, o.slots, [](int step) { return step % 2 ? 4 : 2; });
 }
 
-// Bad counts and calls out of protocol raise and change nothing: the model then continues bit for
-// bit like one that never saw them.
 // verify_greedy on CUDA (ids from the device) equals the host argmax of verify()'s logits over
 // random steps (pad rows, 1..T tokens per row, discards), with graphs.
 TEST_P(SpecCuda, VerifyGreedyIsTheArgmaxOfVerify) {
@@ -262,6 +260,8 @@ TEST_P(SpecCuda, VerifyGreedyIsTheArgmaxOfVerify) {
   }
 }
 
+// Bad counts and calls out of protocol raise and change nothing: the model then continues bit for
+// bit like one that never saw them.
 TEST_P(SpecCuda, BadInputRaisesAndChangesNothing) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
   Opt o;
@@ -332,7 +332,23 @@ TEST(SpecCudaServe, GreedySpeculativeEqualsGreedyDecoding) {
     o.max_slots = 3;
     o.max_context = 512;
     auto base = Model::load((root / name).string(), o);
-    const auto want = serve(*base, reqs, 3, SamplingParams{});
+    const auto want = serve(*base, reqs, 3, SamplingParams{});  // step_greedy: device argmax
+    {  // the same tokens through step()'s logits and the host argmax, request by request
+      auto logits_path = Model::load((root / name).string(), o);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const std::vector<int32_t> slot{0};
+        logits_path->reset(slot);
+        std::vector<float> lg(logits_path->config().vocab_size);
+        std::vector<int32_t> got;
+        int32_t tok = 0;
+        for (size_t k = 0; k < reqs[i].prompt.size() + 59; ++k) {
+          tok = k < reqs[i].prompt.size() ? reqs[i].prompt[k] : got.back();
+          logits_path->step(std::vector<int32_t>{tok}, slot, lg);
+          if (k + 1 >= reqs[i].prompt.size()) got.push_back(greedy_token(lg));
+        }
+        EXPECT_EQ(got, want[i].tokens) << name << " request " << i << ": step_greedy vs logits";
+      }
+    }
     const std::string other =
         "model:" + (root / (std::string(name) == "nemotron-h-tiny" ? "qwen3-next-tiny"
                                                                    : "nemotron-h-tiny"))

@@ -560,12 +560,7 @@ void CudaModel::verify(std::span<const int32_t> tokens, std::span<const int32_t>
 
 void CudaModel::verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
                               std::span<const int32_t> slots, std::span<int32_t> next) {
-  check<ShapeError>(next.size() == tokens.size(), "verify_greedy: next has ", next.size(),
-                    " entries, expected one per fed token (", tokens.size(), ")");
-  check<UnsupportedError>(opt_.spec_T > 0,
-                          "verify: the model was loaded without speculative steps (spec_T 0)");
-  check<ProtocolError>(!pending_, "verify: the previous verify step awaits accept()");
-  check_verify_rows(cfg_, opt_, position_, tokens, num_tokens, slots);
+  check_verify_greedy(cfg_, opt_, pending_, position_, tokens, num_tokens, slots, next);
   begin_verify(num_tokens, slots);
   const Shape& shape = pending_shape_;
   const int64_t B = shape.B, T = shape.T;

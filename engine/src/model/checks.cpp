@@ -165,6 +165,18 @@ void check_verify(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
                     " floats, expected tokens * vocab = ", total * V);
 }
 
+void check_verify_greedy(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
+                         const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                         std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
+                         std::span<const int32_t> next) {
+  check<UnsupportedError>(opt.spec_T > 0,
+                          "verify: the model was loaded without speculative steps (spec_T 0)");
+  check<ProtocolError>(!pending, "verify: the previous verify step awaits accept()");
+  check_verify_rows(cfg, opt, position, tokens, num_tokens, slots);
+  check<ShapeError>(next.size() == tokens.size(), "verify_greedy: next has ", next.size(),
+                    " entries, expected one per fed token (", tokens.size(), ")");
+}
+
 void check_verify_rows(const ModelConfig& cfg, const ModelOptions& opt,
                        const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                        std::span<const int32_t> num_tokens, std::span<const int32_t> slots) {

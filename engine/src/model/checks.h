@@ -56,6 +56,13 @@ void check_verify(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
                   const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                   std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
                   std::span<const float> logits);
+/// The arguments of Model::verify_greedy: as verify's, with next [sum num_tokens] in place of
+/// the logits.
+void check_verify_greedy(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
+                         const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                         std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
+                         std::span<const int32_t> next);
+
 /// check_verify without the logits (Model::time_verify, whose logits stay on the device).
 void check_verify_rows(const ModelConfig& cfg, const ModelOptions& opt,
                        const std::vector<int64_t>& position, std::span<const int32_t> tokens,
