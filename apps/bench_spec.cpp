@@ -337,7 +337,7 @@ int run_spec(const SpecArgs& args) {
     j["device"] = a.device;
     j["weights"] = src.weights;
     j["context"] = context;
-    j["alpha"] = a.alpha;
+    j["alpha"] = a.drafter.empty() ? json(a.alpha) : json(nullptr);  // a trace's, not a drafter's
     j["memory_budget_gib"] = a.budget_gib;
     if (!a.drafter.empty()) {
       j["drafter"] = a.drafter;
