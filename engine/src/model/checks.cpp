@@ -152,14 +152,23 @@ void check_skip(const ModelOptions& opt, std::span<const int32_t> slots, int64_t
 
 namespace replayssm::engine {
 
-void check_verify(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
-                  const std::vector<int64_t>& position, std::span<const int32_t> tokens,
-                  std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
-                  std::span<const float> logits) {
+namespace {
+/// What verify() and verify_greedy() check before their outputs' sizes.
+void check_verify_call(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
+                       const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                       std::span<const int32_t> num_tokens, std::span<const int32_t> slots) {
   check<UnsupportedError>(opt.spec_T > 0,
                           "verify: the model was loaded without speculative steps (spec_T 0)");
   check<ProtocolError>(!pending, "verify: the previous verify step awaits accept()");
   check_verify_rows(cfg, opt, position, tokens, num_tokens, slots);
+}
+}  // namespace
+
+void check_verify(const ModelConfig& cfg, const ModelOptions& opt, bool pending,
+                  const std::vector<int64_t>& position, std::span<const int32_t> tokens,
+                  std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
+                  std::span<const float> logits) {
+  check_verify_call(cfg, opt, pending, position, tokens, num_tokens, slots);
   const int64_t total = static_cast<int64_t>(tokens.size()), V = cfg.vocab_size;
   check<ShapeError>(int64_t(logits.size()) == total * V, "verify: logits hold ", logits.size(),
                     " floats, expected tokens * vocab = ", total * V);
@@ -169,10 +178,7 @@ void check_verify_greedy(const ModelConfig& cfg, const ModelOptions& opt, bool p
                          const std::vector<int64_t>& position, std::span<const int32_t> tokens,
                          std::span<const int32_t> num_tokens, std::span<const int32_t> slots,
                          std::span<const int32_t> next) {
-  check<UnsupportedError>(opt.spec_T > 0,
-                          "verify: the model was loaded without speculative steps (spec_T 0)");
-  check<ProtocolError>(!pending, "verify: the previous verify step awaits accept()");
-  check_verify_rows(cfg, opt, position, tokens, num_tokens, slots);
+  check_verify_call(cfg, opt, pending, position, tokens, num_tokens, slots);
   check<ShapeError>(next.size() == tokens.size(), "verify_greedy: next has ", next.size(),
                     " entries, expected one per fed token (", tokens.size(), ")");
 }

@@ -9,6 +9,13 @@
 #endif
 
 namespace replayssm::engine {
+namespace {
+/// next[i] = greedy_token of row i of logits [next.size(), V].
+void greedy_of_rows(const std::vector<float>& logits, int64_t V, std::span<int32_t> next) {
+  for (size_t i = 0; i < next.size(); ++i)
+    next[i] = greedy_token({logits.data() + i * V, static_cast<size_t>(V)});
+}
+}  // namespace
 
 void Model::step_greedy(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                         std::span<int32_t> next) {
@@ -17,8 +24,7 @@ void Model::step_greedy(std::span<const int32_t> tokens, std::span<const int32_t
                     " entries, expected one per row (", slots.size(), ")");
   std::vector<float> logits(slots.size() * static_cast<size_t>(V));
   step(tokens, slots, logits);
-  for (size_t b = 0; b < slots.size(); ++b)
-    next[b] = greedy_token({logits.data() + b * V, static_cast<size_t>(V)});
+  greedy_of_rows(logits, V, next);
 }
 
 void Model::verify_greedy(std::span<const int32_t> tokens, std::span<const int32_t> num_tokens,
@@ -28,8 +34,7 @@ void Model::verify_greedy(std::span<const int32_t> tokens, std::span<const int32
                     " entries, expected one per fed token (", tokens.size(), ")");
   std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
   verify(tokens, num_tokens, slots, logits);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    next[i] = greedy_token({logits.data() + i * V, static_cast<size_t>(V)});
+  greedy_of_rows(logits, V, next);
 }
 
 const char* ssm_mode_name(SsmMode m) {

@@ -79,8 +79,7 @@ std::vector<Completion> serve(Model& model, const std::vector<Request>& requests
       // A NaN or Inf logit (a damaged checkpoint, an overflow) would be sampled as token 0 and
       // stream garbage: stop instead, naming the request and its position.
       if (greedy)
-        check<Error>(next[i] >= 0, "request ", a.req, ": non-finite logit at position ",
-                     model.position(a.slot) - 1);
+        check_greedy_finite(next[i], a.req, model.position(a.slot) - 1);
       else
         check_logits_finite({logits.data() + i * V, size_t(V)}, a.req, model.position(a.slot) - 1);
       if (a.fed < r.prompt.size()) {
@@ -132,6 +131,10 @@ void check_requests(const Model& model, const std::vector<Request>& requests, in
     for (int32_t t : r.prompt)
       check<ConfigError>(t >= 0 && t < V, "request ", i, ": token ", t, " outside [0, ", V, ")");
   }
+}
+
+void check_greedy_finite(int32_t id, size_t request, int64_t position) {
+  check<Error>(id >= 0, "request ", request, ": non-finite logit at position ", position);
 }
 
 void check_logits_finite(std::span<const float> logits, size_t request, int64_t position) {

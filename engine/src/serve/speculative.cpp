@@ -152,8 +152,7 @@ std::vector<Completion> serve_speculative(Model& model, const std::vector<Reques
       off += n;
       if (greedy) {
         for (int32_t j = 0; j < n; ++j)
-          check<Error>(ids[j] >= 0, "request ", a.req, ": non-finite logit at position ",
-                       model.position(a.slot) + j);
+          check_greedy_finite(ids[j], a.req, model.position(a.slot) + j);
       } else {
         check_logits_finite(row, a.req, model.position(a.slot) + n - 1);
       }
