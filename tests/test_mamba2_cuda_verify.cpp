@@ -293,10 +293,27 @@ void run_walk(const Case& c, uint64_t seed) {
   }
 }
 
+/// Sets RSSM_MAMBA2_VERIFY_PLAN for a scope and unsets it however the scope ends (a failed
+/// assertion or an exception must not leave the plan to the tests after this one).
+struct PlanEnv {
+  explicit PlanEnv(const char* v) { setenv("RSSM_MAMBA2_VERIFY_PLAN", v, 1); }
+  ~PlanEnv() { unsetenv("RSSM_MAMBA2_VERIFY_PLAN"); }
+  PlanEnv(const PlanEnv&) = delete;
+  PlanEnv& operator=(const PlanEnv&) = delete;
+};
+
+// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128) and
+// the one-head kernel (verify.cuh, the default below), forced through the plan override.
+constexpr const char* kKernels[] = {"group=1", "group=0"};
+
 TEST(Mamba2CudaVerify, RandomWalkMatchesOracleTinyF32) {
   RSSM_SKIP_WITHOUT_CUDA();
-  Case c;
-  run_walk(c, test_seed(501));
+  for (const char* plan : kKernels) {
+    SCOPED_TRACE(plan);
+    const PlanEnv env(plan);
+    Case c;
+    run_walk(c, test_seed(501));
+  }
 }
 
 TEST(Mamba2CudaVerify, RandomWalkMatchesOracleBf16RingT8) {
@@ -304,7 +321,11 @@ TEST(Mamba2CudaVerify, RandomWalkMatchesOracleBf16RingT8) {
   Case c;
   c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.dt_same = true, c.L = 16, c.T = 8;
   c.steps = 500, c.seqs = 3, c.pads = 1, c.slots = 6;
-  run_walk(c, test_seed(502));
+  for (const char* plan : kKernels) {
+    SCOPED_TRACE(plan);
+    const PlanEnv env(plan);
+    run_walk(c, test_seed(502));
+  }
 }
 
 TEST(Mamba2CudaVerify, RandomWalkBf16InputsF32RingNoGateNoD) {
@@ -319,20 +340,26 @@ TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
   RSSM_SKIP_WITHOUT_CUDA();
   Case c;
   c.L = 44, c.T = 8, c.steps = 120;
-  run_walk(c, test_seed(509));
+  for (const char* plan : kKernels) {
+    SCOPED_TRACE(plan);
+    const PlanEnv env(plan);
+    run_walk(c, test_seed(509));
+  }
 }
 
-// Row splits (blocks of part of a head, uneven last block) and small blocks, through the tuning
-// override of the launch plan.
+
+// Row splits (blocks of part of a head, uneven last block), small blocks and heads per block of
+// the group kernel, and the one-head kernel (group=0), through the tuning override of the plan.
 TEST(Mamba2CudaVerify, RandomWalkRowSplitsAndSmallBlocks) {
   RSSM_SKIP_WITHOUT_CUDA();
-  for (const char* plan : {"split=2,threads=64", "split=3,threads=128"}) {
+  for (const char* plan : {"group=1,split=2,threads=96", "group=1,split=3,threads=128,hpb=1",
+                           "group=1,hpb=2,threads=160", "group=0,split=2,threads=64",
+                           "group=0,split=3,threads=128"}) {
     SCOPED_TRACE(std::string("RSSM_MAMBA2_VERIFY_PLAN=") + plan);
-    setenv("RSSM_MAMBA2_VERIFY_PLAN", plan, 1);
+    const PlanEnv env(plan);
     Case c;
     c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.L = 12, c.T = 5, c.steps = 150;
     run_walk(c, test_seed(508));
-    unsetenv("RSSM_MAMBA2_VERIFY_PLAN");
   }
 }
 
@@ -342,7 +369,11 @@ TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {
     Case c;
     c.shape = s, c.in = kBF16, c.ring = kBF16, c.L = 16, c.T = 4;
     c.steps = 6, c.seqs = 2, c.pads = 1, c.slots = 3;
-    run_walk(c, test_seed(504));
+    for (const char* plan : kKernels) {
+      SCOPED_TRACE(plan);
+      const PlanEnv env(plan);
+      run_walk(c, test_seed(504));
+    }
   }
 }
 
@@ -350,6 +381,9 @@ TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {
 // for bit: outputs, checkpoints, rings and cursors.
 TEST(Mamba2CudaVerify, CapturedGraphEqualsEager) {
   RSSM_SKIP_WITHOUT_CUDA();
+  // The group kernel (the one-head kernel, the default at this batch, passed this test unchanged
+  // before the group kernel existed).
+  const PlanEnv env("group=1");
   Rng rng(test_seed(505));
   const Params prm(kTiny, m2::Options{kF32, false, true, true, true}, rng);
   const DevLayer layer(prm);
@@ -486,6 +520,21 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
     expect_msg([&] { mamba2::verify(layer.layer, good, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
                "SlotError", "cursors.h[2]");
     EXPECT_EQ(pool.snapshot()[0], before[0]);
+    // a launch plan the group kernel cannot run (no streaming warp; hpb not dividing the group's
+    // heads): a ConfigError naming the value, before anything is written
+    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3"}) {
+      const PlanEnv env(bad);
+      dev.y.poison();
+      const Vec y_before = dev.y.values();
+      h[2] = 0;
+      pool.h.set_values(h);
+      mamba2::Cache c2 = pool.cache();
+      expect_msg([&] { mamba2::verify(layer.layer, c2, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
+                 "ConfigError", bad[8] == 't' ? "threads = 64" : "hpb = 3");
+      EXPECT_EQ(pool.snapshot()[0], before[0]);
+      const Vec y_after = dev.y.values();
+      EXPECT_EQ(std::memcmp(y_after.data(), y_before.data(), y_after.size() * sizeof(double)), 0);
+    }
   }
   {  // headdim not a multiple of 8; a ring longer than 64
     const Shape odd{4, 12, 64, 2, "4x12x64"};

@@ -17,6 +17,7 @@
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda/mamba2/snapshot.cuh"
 #include "cuda/mamba2/verify.cuh"
+#include "cuda/mamba2/verify_group.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::mamba2 {
@@ -85,34 +86,84 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
   return p;
 }
 
-/// A verify launch: headdim rows per block (a multiple of 8) and threads per block.
+/// A verify launch: the group kernel (verify_group.cuh: heads_per_block heads of one group per
+/// block) or the one-head kernel (verify.cuh); headdim rows per block (a multiple of 8) and
+/// threads per block.
 struct VerifyPlan {
-  int rows_per_block = 0, threads = 0;
+  bool group = true;
+  int rows_per_block = 0, threads = 0, heads_per_block = 1;
 };
 
-/// Whole heads in 256-thread blocks; tuning runs may override: RSSM_MAMBA2_VERIFY_PLAN=
-/// "split=2,threads=128" (split = blocks per head, rows rounded up to whole 8-row items).
-VerifyPlan plan_verify(int64_t P, const char* op) {
-  VerifyPlan v{static_cast<int>(P), kVerifyMaxThreads};
+/// Whole rows up to 8-row items: ceil(P / split) rounded up to a multiple of 8.
+int split_rows(int64_t P, int64_t split) { return static_cast<int>((P + split - 1) / split + 7) / 8 * 8; }
+
+/// Rows from which the group kernel is the default.
+constexpr int64_t kVerifyGroupMinBatch = 128;
+
+/// Group kernel: a head's rows split so that a checkpoint stage stays under kVerifyTileBytes,
+/// heads_per_block the largest divisor of the group's heads whose shared memory stays under
+/// kVerifyBlockSmem (two blocks per SM), 8 streaming warps and the two chain warps; the one-head
+/// kernel (whole heads in 256-thread blocks) below kVerifyGroupMinBatch rows. Tuning runs and
+/// tests may override: RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch),
+/// "hpb=2", "split=2", "threads=160" (split = blocks per head).
+VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
+                       int KT, int ring_bytes, int in_bytes, const char* op) {
+  VerifyPlan v;
+  // Below kVerifyGroupMinBatch rows the one-head kernel: at batch 64 (Nano-4B, H200) the group
+  // kernel was 0.85-0.93x of it at all-accept and 1.13-1.40x at all-reject for T >= 4; from 256
+  // it was 1.0-1.65x (bench/NOTES.md, "Mamba-2 verify, group kernel").
+  v.group = batch >= kVerifyGroupMinBatch;
+  v.rows_per_block = split_rows(P, (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes);
+  for (int64_t k = std::min<int64_t>(heads_per_group, 32); k >= 1; --k) {
+    const VerifyGroupSmem sm(R, static_cast<int>(N), v.rows_per_block, static_cast<int>(k), KT,
+                             ring_bytes, in_bytes);
+    if (heads_per_group % k == 0 && (sm.total * 4 <= kVerifyBlockSmem || k == 1)) {
+      v.heads_per_block = static_cast<int>(k);
+      break;
+    }
+  }
+  v.threads = kVerifyGroupThreads;
+  int split = 0;
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
-    if (key == "split" && val > 0) v.rows_per_block = static_cast<int>((P + val - 1) / val + 7) / 8 * 8;
+    if (key == "group") v.group = val != 0;
+    if (key == "split" && val > 0) split = val;
     if (key == "threads") v.threads = val;
+    if (key == "hpb") v.heads_per_block = val;
   });
-  check<ConfigError>(v.threads >= 64 && v.threads <= kVerifyMaxThreads && v.threads % 32 == 0, op,
-                     ": verify plan threads = ", v.threads, ", expected a multiple of 32 in 64..",
-                     kVerifyMaxThreads);
+  if (!v.group) {
+    v.heads_per_block = 1;
+    v.rows_per_block = static_cast<int>(P);
+    if (v.threads == kVerifyGroupThreads) v.threads = kVerifyMaxThreads;
+  }
+  if (split > 0) v.rows_per_block = split_rows(P, split);
   v.rows_per_block = std::min<int>(v.rows_per_block, static_cast<int>(P));
+  const int max_threads = v.group ? kVerifyGroupThreads : kVerifyMaxThreads;
+  const int min_threads = v.group ? kVerifyChainThreads + 32 : 64;
+  check<ConfigError>(v.threads >= min_threads && v.threads <= max_threads && v.threads % 32 == 0,
+                     op, ": verify plan threads = ", v.threads, ", expected a multiple of 32 in ",
+                     min_threads, "..", max_threads);
+  check<ConfigError>(v.heads_per_block >= 1 && v.heads_per_block <= 32 &&
+                         heads_per_group % v.heads_per_block == 0,
+                     op, ": verify plan hpb = ", v.heads_per_block,
+                     ", expected a divisor of the group's ", heads_per_group, " heads, at most 32");
   return v;
 }
 
 template <class TIn, class TRing>
-void launch_verify(const StepParams& p, int64_t N, int K, int threads, size_t smem,
+void launch_verify(const StepParams& p, int64_t N, int K, bool group, int threads, size_t smem,
                    cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
-    launch_with_smem(verify_kernel<TIn, TRing, decltype(n)::value, decltype(k)::value>,
-           dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)), threads,
-           smem, s, p, op);
+    constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
+    if (group)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK>,
+                       dim3(static_cast<unsigned>(p.G * p.nchunks * p.nsplit),
+                            static_cast<unsigned>(p.batch)),
+                       threads, smem, s, p, op);
+    else
+      launch_with_smem(verify_kernel<TIn, TRing, kN, kK>,
+                       dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)),
+                       threads, smem, s, p, op);
   });
 }
 
@@ -175,20 +226,29 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
   const int K = padded_T(p.Ty);
-  const VerifyPlan plan = plan_verify(d.headdim, op);
+  const int ring_bytes = static_cast<int>(dtype_size(ring));
+  const int in_bytes = static_cast<int>(dtype_size(in.x.dtype));
+  const VerifyPlan plan = plan_verify(d.headdim, d.d_state, p.heads_per_group, p.batch, p.R, K,
+                                      ring_bytes, in_bytes, op);
   p.rows_per_block = plan.rows_per_block;
   p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
-  const VerifySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block, K);
-  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  p.heads_per_block = plan.heads_per_block;
+  p.nchunks = p.heads_per_group / plan.heads_per_block;
+  const int floats = plan.group ? VerifyGroupSmem(static_cast<int>(R), static_cast<int>(d.d_state),
+                                                  plan.rows_per_block, plan.heads_per_block, K,
+                                                  ring_bytes, in_bytes).total
+                                : VerifySmem(static_cast<int>(R), static_cast<int>(d.d_state),
+                                             plan.rows_per_block, K).total;
+  const size_t smem = static_cast<size_t>(floats) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", d.headdim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
-    launch_verify<float, float>(p, d.d_state, K, plan.threads, smem, s);
+    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
   else if (ring == kBF16)
-    launch_verify<bf16, bf16>(p, d.d_state, K, plan.threads, smem, s);
+    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.threads, smem, s);
   else
-    launch_verify<bf16, float>(p, d.d_state, K, plan.threads, smem, s);
+    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
 }
 
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
