@@ -302,9 +302,10 @@ struct PlanEnv {
   PlanEnv& operator=(const PlanEnv&) = delete;
 };
 
-// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128) and
-// the one-head kernel (verify.cuh, the default below), forced through the plan override.
-constexpr const char* kKernels[] = {"group=1", "group=0"};
+// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128; two
+// and three checkpoint stages) and the one-head kernel (verify.cuh, the default below), forced
+// through the plan override.
+constexpr const char* kKernels[] = {"group=1", "group=1,stages=3", "group=0"};
 
 TEST(Mamba2CudaVerify, RandomWalkMatchesOracleTinyF32) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -522,7 +523,7 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
     EXPECT_EQ(pool.snapshot()[0], before[0]);
     // a launch plan the group kernel cannot run (no streaming warp; hpb not dividing the group's
     // heads): a ConfigError naming the value, before anything is written
-    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3"}) {
+    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3", "group=1,stages=4"}) {
       const PlanEnv env(bad);
       dev.y.poison();
       const Vec y_before = dev.y.values();
@@ -530,7 +531,7 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
       pool.h.set_values(h);
       mamba2::Cache c2 = pool.cache();
       expect_msg([&] { mamba2::verify(layer.layer, c2, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
-                 "ConfigError", bad[8] == 't' ? "threads = 64" : "hpb = 3");
+                 "ConfigError", bad[8] == 't' ? "threads = 64" : bad[8] == 'h' ? "hpb = 3" : "stages = 4");
       EXPECT_EQ(pool.snapshot()[0], before[0]);
       const Vec y_after = dev.y.values();
       EXPECT_EQ(std::memcmp(y_after.data(), y_before.data(), y_after.size() * sizeof(double)), 0);

@@ -91,7 +91,7 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 /// threads per block.
 struct VerifyPlan {
   bool group = true;
-  int rows_per_block = 0, threads = 0, heads_per_block = 1;
+  int rows_per_block = 0, threads = 0, heads_per_block = 1, stages = 2;
 };
 
 /// Whole rows up to 8-row items: ceil(P / split) rounded up to a multiple of 8.
@@ -105,7 +105,8 @@ constexpr int64_t kVerifyGroupMinBatch = 128;
 /// kVerifyBlockSmem (two blocks per SM), 8 streaming warps and the two chain warps; the one-head
 /// kernel (whole heads in 256-thread blocks) below kVerifyGroupMinBatch rows. Tuning runs and
 /// tests may override: RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch),
-/// "hpb=2", "split=2", "threads=160" (split = blocks per head).
+/// "hpb=2", "split=2", "threads=160", "stages=3" (split = blocks per head; stages = checkpoint
+/// tiles in flight per block).
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;
@@ -113,30 +114,35 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
   // kernel was 0.85-0.93x of it at all-accept and 1.13-1.40x at all-reject for T >= 4; from 256
   // it was 1.0-1.65x (bench/NOTES.md, "Mamba-2 verify, group kernel").
   v.group = batch >= kVerifyGroupMinBatch;
-  v.rows_per_block = split_rows(P, (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes);
+  int split = 0, hpb = 0;
+  v.threads = kVerifyGroupThreads;
+  for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
+    if (key == "group") v.group = val != 0;
+    if (key == "split" && val > 0) split = val;
+    if (key == "threads") v.threads = val;
+    if (key == "hpb") hpb = val;
+    if (key == "stages") v.stages = val;
+  });
+  check<ConfigError>(v.stages == 2 || v.stages == 3, op, ": verify plan stages = ", v.stages,
+                     ", expected 2 or 3");
+  v.rows_per_block = split > 0 ? split_rows(P, split)
+                               : split_rows(P, (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes);
+  v.rows_per_block = std::min<int>(v.rows_per_block, static_cast<int>(P));
   for (int64_t k = std::min<int64_t>(heads_per_group, 32); k >= 1; --k) {
     const VerifyGroupSmem sm(R, static_cast<int>(N), v.rows_per_block, static_cast<int>(k), KT,
-                             ring_bytes, in_bytes);
+                             ring_bytes, in_bytes, v.stages);
     if (heads_per_group % k == 0 && (sm.total * 4 <= kVerifyBlockSmem || k == 1)) {
       v.heads_per_block = static_cast<int>(k);
       break;
     }
   }
-  v.threads = kVerifyGroupThreads;
-  int split = 0;
-  for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
-    if (key == "group") v.group = val != 0;
-    if (key == "split" && val > 0) split = val;
-    if (key == "threads") v.threads = val;
-    if (key == "hpb") v.heads_per_block = val;
-  });
+  if (hpb != 0) v.heads_per_block = hpb;
   if (!v.group) {
     v.heads_per_block = 1;
     v.rows_per_block = static_cast<int>(P);
     if (v.threads == kVerifyGroupThreads) v.threads = kVerifyMaxThreads;
+    if (split > 0) v.rows_per_block = std::min<int>(split_rows(P, split), static_cast<int>(P));
   }
-  if (split > 0) v.rows_per_block = split_rows(P, split);
-  v.rows_per_block = std::min<int>(v.rows_per_block, static_cast<int>(P));
   const int max_threads = v.group ? kVerifyGroupThreads : kVerifyMaxThreads;
   const int min_threads = v.group ? kVerifyChainThreads + 32 : 64;
   check<ConfigError>(v.threads >= min_threads && v.threads <= max_threads && v.threads % 32 == 0,
@@ -234,9 +240,10 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
   p.heads_per_block = plan.heads_per_block;
   p.nchunks = p.heads_per_group / plan.heads_per_block;
+  p.stages = plan.stages;
   const int floats = plan.group ? VerifyGroupSmem(static_cast<int>(R), static_cast<int>(d.d_state),
                                                   plan.rows_per_block, plan.heads_per_block, K,
-                                                  ring_bytes, in_bytes).total
+                                                  ring_bytes, in_bytes, plan.stages).total
                                 : VerifySmem(static_cast<int>(R), static_cast<int>(d.d_state),
                                              plan.rows_per_block, K).total;
   const size_t smem = static_cast<size_t>(floats) * sizeof(float);

@@ -10,11 +10,12 @@
 // outputs need from the checkpoint only d_s = S0_r·C_s, which does not depend on the cursor, so the
 // chain (slot -> cursor -> ring -> weights) runs in two warps of its own beside the checkpoint
 // stream, once per block of K heads of one group (the whole group where shared memory allows):
-//   - streaming warps: the K checkpoint tiles through two shared-memory stages (cp.async; a thread
+//   - streaming warps: the K checkpoint tiles through 2-3 shared-memory stages (cp.async; a thread
 //     reads only the chunks it copied), all R physical ring x rows and the tokens' x and z beside
 //     them (no cursor wait); per row the KT dots S0_r·C_s and one transposed butterfly; flush rows
-//     (the whole block: one batch row) wait for the chain once, then fold each row right after
-//     its dots and store it — the only state write of a verify step;
+//     (the whole block: one batch row) wait for the chain's fold inputs once (ring B, the flush
+//     weights; the record weights are formed meanwhile), then fold each row right after its dots
+//     and store it — the only state write of a verify step;
 //   - chain warp 0: B_l·C_s for every record of the window (ring B, then the tokens' B, which the
 //     group's first block appends); chain warp 1 meanwhile: every head's deltas (the tokens'
 //     appended), prefix sums, decays and flush weights, all heads' ring deltas in flight at once;
@@ -45,8 +46,8 @@ constexpr int kVerifyGroupThreads = 256 + kVerifyChainThreads;
 constexpr int kVerifyTileBytes = 20 * 1024;
 constexpr int kVerifyBlockSmem = 112 * 1024;
 
-/// Shared memory of verify_group_kernel in floats (every part 16-byte aligned): two checkpoint
-/// stages [rows][N] (fp32), ring x [K][R][rows] (ring dtype, by physical row), the tokens' x and
+/// Shared memory of verify_group_kernel in floats (every part 16-byte aligned): `stages`
+/// checkpoint stages [rows][N] (fp32), ring x [K][R][rows] (ring dtype, by physical row), the tokens' x and
 /// z [K][KT][rows] each (input dtype), ring B [R][N] by logical record (fp32, flush rows), the
 /// dots S0·C_s [K][KT][rows], record weights [K][R][KT], B_l·C_s [R][KT], decays [K][KT + 1]
 /// (the last: the flush decay), flush weights [K][R], D and A [2][K], and every head's window deltas and
@@ -55,11 +56,11 @@ struct VerifyGroupSmem {
   int tile = 0, x = 0, xt = 0, zt = 0, B = 0, d = 0, coef = 0, bc = 0, dec = 0, wf = 0, D = 0;
   int win = 0, total = 0;
   __host__ __device__ VerifyGroupSmem(int R, int N, int rows, int K, int KT, int ring_bytes,
-                                      int in_bytes) {
+                                      int in_bytes, int stages) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     auto floats = [&](int elems, int bytes) { return up4((elems * bytes + 3) / 4); };
     tile = up4(rows * N);
-    x = 2 * tile;
+    x = stages * tile;
     xt = x + floats(K * R * rows, ring_bytes);
     zt = xt + floats(K * KT * rows, in_bytes);
     B = zt + floats(K * KT * rows, in_bytes);
@@ -128,9 +129,10 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, P = p.P, rpb = p.rows_per_block, K = p.heads_per_block, Ty = p.Ty;
+  const int ns = p.stages;  // checkpoint stages (2 or 3)
   const VerifyGroupSmem sm(R, N, rpb, K, KT, static_cast<int>(sizeof(TRing)),
-                           static_cast<int>(sizeof(TIn)));
-  auto stage = [&](int k) { return smem + (k & 1) * sm.tile; };
+                           static_cast<int>(sizeof(TIn)), ns);
+  auto stage = [&](int k) { return smem + (k % ns) * sm.tile; };
   TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
   TIn* const sxt = reinterpret_cast<TIn*>(smem + sm.xt);     // [K][KT][rpb] tokens' x
   TIn* const szt = reinterpret_cast<TIn*>(smem + sm.zt);     // [K][KT][rpb] tokens' z
@@ -207,8 +209,7 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
 
   float cv[KT][COLS];  // streaming threads: the tokens' C over this lane's columns
   if (tid < nstream) {
-    issue(0);
-    issue(1);
+    for (int k = 0; k < ns; ++k) issue(k);
     {  // every physical ring x row of the block's heads, and the tokens' x and z: one group
       const int cpr = nrows / VX, total = K * R * cpr;
 #pragma unroll 1
@@ -380,6 +381,9 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
       if (lane < K) sD[K + lane] = A;
     }
     asm volatile("bar.sync 1, %0;" ::"n"(kVerifyChainThreads) : "memory");
+    // A fold needs B_l, the flush weights and decay, not the record weights: flush rows' streams
+    // go on while the chain warps form those.
+    if (fold) __syncthreads();
     // ---- both chain warps: record weights, heads split between them.
 #pragma unroll 1
     for (int k = cw; k < K; k += 2) {
@@ -398,16 +402,16 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
   }
 
   const bool fold = flush_raw != 0 && hist > 0;  // block-uniform: one batch row
-  if (fold) {  // the flush weights, B_l and x_l are needed before the first row
-    if (tid < nstream) cp_async_wait<0>();
-    __syncthreads();
-  }
   if (tid < nstream) {
+    if (fold) {  // the flush weights, B_l and x_l are needed before the first row
+      cp_async_wait<0>();
+      __syncthreads();  // met by the chain warps before they form the record weights
+    }
     const int nrounds = (nrows + pass - 1) / pass;  // uniform over the warp (shuffles)
 #pragma unroll 1
     for (int k = 0; k < K; ++k) {
-      // Head k landed (copy groups: h0, h1, ring and tokens, h2, h3, ...).
-      cp_async_wait_upto(k < 2 ? 2 : 1);
+      // Head k landed (copy groups: h0 .. h(ns-1), ring and tokens, h(ns), ...).
+      cp_async_wait_upto(min(k < ns ? ns : ns - 1, 7));
       const float* tile = stage(k);
       float* const dk = sd + k * KT * rpb;
 #pragma unroll 1
@@ -486,7 +490,7 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
             }
         }
       }
-      issue(k + 2);  // into the stage this thread has just read
+      issue(k + ns);  // into the stage this thread has just read
     }
     cp_async_wait<0>();  // the ring and token rows (the epilogue reads every thread's copies)
   }
