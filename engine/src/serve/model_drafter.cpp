@@ -2,7 +2,8 @@
 // propose() first commits the history it has not consumed yet (verify steps of up to kT tokens,
 // all kept), taking the first draft from the last of them; the further drafts come from verify
 // steps feeding the drafts so far that are then discarded (accept 0), so nothing has to be rolled
-// back when the target rejects them.
+// back when the target rejects them. The steps are verify_greedy (on CUDA only the greedy ids
+// leave the device); a row whose draft model's logits are not finite (id -1) stops drafting there.
 #include <algorithm>
 
 #include "replayssm/engine/checkpoint.h"
@@ -32,7 +33,6 @@ class ModelDrafter final : public Drafter {
     for (size_t b = 0; b < rows.size(); ++b)
       if (rows[b].max_drafts > 0) live.push_back(b);
     if (live.empty()) return;
-    const int64_t V = m_->config().vocab_size;
     // 1. Catch up: commit the unconsumed history; its last token's logits give draft 1.
     for (;;) {
       std::vector<size_t> feed;
@@ -46,25 +46,27 @@ class ModelDrafter final : public Drafter {
         const int64_t n = std::min<int64_t>(kT, int64_t(h.size()) - from);
         add(rows[b].slot, h.subspan(from, n));
       }
-      run(V);
+      run();
       for (size_t i = 0; i < feed.size(); ++i) {
         const DraftRow& r = rows[feed[i]];
         consumed_[r.slot] += ntok_[i];
-        if (size_t(consumed_[r.slot]) == r.history.size())
-          drafts[feed[i]].push_back(argmax(i, V));
+        if (size_t(consumed_[r.slot]) == r.history.size() && next_of(i) >= 0)
+          drafts[feed[i]].push_back(next_of(i));
       }
       m_->accept(ntok_);
     }
-    // 2. Draft j + 1 from a discarded verify step feeding drafts 1..j.
+    // 2. Draft j + 1 from a discarded verify step feeding drafts 1..j (rows that stopped
+    // drafting have fewer than j).
     for (int32_t j = 1;; ++j) {
       std::vector<size_t> feed;
       for (size_t b : live)
-        if (rows[b].max_drafts > j) feed.push_back(b);
+        if (rows[b].max_drafts > j && drafts[b].size() == size_t(j)) feed.push_back(b);
       if (feed.empty()) break;
       clear();
       for (size_t b : feed) add(rows[b].slot, drafts[b]);
-      run(V);
-      for (size_t i = 0; i < feed.size(); ++i) drafts[feed[i]].push_back(argmax(i, V));
+      run();
+      for (size_t i = 0; i < feed.size(); ++i)
+        if (next_of(i) >= 0) drafts[feed[i]].push_back(next_of(i));
       m_->accept(std::vector<int32_t>(feed.size(), 0));
     }
   }
@@ -82,22 +84,19 @@ class ModelDrafter final : public Drafter {
     last_.resize(ntok_.size());
     last_.back() = static_cast<int64_t>(tokens_.size()) - 1;
   }
-  void run(int64_t V) {
-    logits_.resize(tokens_.size() * V);
-    m_->verify(tokens_, ntok_, slots_, logits_);
+  void run() {
+    next_.resize(tokens_.size());
+    m_->verify_greedy(tokens_, ntok_, slots_, next_);
   }
-  /// Greedy token after the last token fed to row i of the last verify step.
-  int32_t argmax(size_t i, int64_t V) const {
-    const float* l = &logits_[last_[i] * V];
-    return static_cast<int32_t>(std::max_element(l, l + V) - l);
-  }
+  /// Greedy token after the last token fed to row i of the last verify step (-1: not finite).
+  int32_t next_of(size_t i) const { return next_[static_cast<size_t>(last_[i])]; }
 
   std::string dir_;
   std::unique_ptr<Model> m_;
   std::vector<int64_t> consumed_;  // history tokens committed per slot
   std::vector<int32_t> tokens_, ntok_, slots_;
   std::vector<int64_t> last_;
-  std::vector<float> logits_;
+  std::vector<int32_t> next_;
 };
 
 }  // namespace
