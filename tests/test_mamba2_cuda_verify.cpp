@@ -349,6 +349,20 @@ TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
 }
 
 
+// Eight heads per group (the group kernel folds flush rows through more heads than stages) and the
+// longest ring the kernels take (R = 64: the window's second lane word full).
+TEST(Mamba2CudaVerify, RandomWalkManyHeadsPerGroupAndFullRing) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  c.shape = Shape{16, 16, 64, 2, "16x16x64 g2"};
+  c.in = kBF16, c.ring = kBF16, c.L = 64, c.T = 8, c.steps = 150;
+  for (const char* plan : kKernels) {
+    SCOPED_TRACE(plan);
+    const PlanEnv env(plan);
+    run_walk(c, test_seed(511));
+  }
+}
+
 // Row splits (blocks of part of a head, uneven last block), small blocks and heads per block of
 // the group kernel, and the one-head kernel (group=0), through the tuning override of the plan.
 TEST(Mamba2CudaVerify, RandomWalkRowSplitsAndSmallBlocks) {

@@ -1,6 +1,6 @@
-// The ReplaySSM speculative verify step of Mamba-2, group kernel (the dispatcher's default;
-// verify.cuh is the one-block-per-head form, kept behind RSSM_MAMBA2_VERIFY_PLAN=group=0). Same
-// contract and formulas as verify.cuh:
+// The ReplaySSM speculative verify step of Mamba-2, group kernel (the dispatcher's default from
+// batch 128; below it verify.cuh's one-block-per-head form; RSSM_MAMBA2_VERIFY_PLAN=group=0/1
+// forces either). Same contract and formulas as verify.cuh:
 //   y_s = exp(A·P_{h+s})·(S0·C_s) + Σ_{l≤h+s} δ_l·exp(A·(P_{h+s} − P_l))·(B_l·C_s)·x_l + D·x_{h+s}
 // over the window of m = h + T_b records (committed history, then the row's tokens, appended to
 // the ring), and on is_flush rows with history S0 <- exp(A·P_{h-1})·S0 + Σ_{l<h} δ_l·exp(A·(P_{h-1}
@@ -380,10 +380,11 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
       }
       if (lane < K) sD[K + lane] = A;
     }
+    __syncwarp();  // bar.sync is warp-aligned; lanes diverged just above
     asm volatile("bar.sync 1, %0;" ::"n"(kVerifyChainThreads) : "memory");
     // A fold needs B_l, the flush weights and decay, not the record weights: flush rows' streams
     // go on while the chain warps form those.
-    if (fold) __syncthreads();
+    if (fold) __syncthreads();  // pairs with the streaming warps' fold barrier below
     // ---- both chain warps: record weights, heads split between them.
 #pragma unroll 1
     for (int k = cw; k < K; k += 2) {
@@ -405,13 +406,13 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
   if (tid < nstream) {
     if (fold) {  // the flush weights, B_l and x_l are needed before the first row
       cp_async_wait<0>();
-      __syncthreads();  // met by the chain warps before they form the record weights
+      __syncthreads();  // pairs with the chain warps' fold barrier (same `fold`: one batch row)
     }
     const int nrounds = (nrows + pass - 1) / pass;  // uniform over the warp (shuffles)
 #pragma unroll 1
     for (int k = 0; k < K; ++k) {
       // Head k landed (copy groups: h0 .. h(ns-1), ring and tokens, h(ns), ...).
-      cp_async_wait_upto(min(k < ns ? ns : ns - 1, 7));
+      cp_async_wait_upto(k < ns ? ns : ns - 1);
       const float* tile = stage(k);
       float* const dk = sd + k * KT * rpb;
 #pragma unroll 1
