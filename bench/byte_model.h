@@ -45,11 +45,13 @@ struct StepBytes {
 };
 
 /// Mamba-2: H heads, headdim P, d_state N, G groups, state_elem bytes per state element.
-/// io: x in + y out (H·P bf16 each), dt (one bf16 per head), B and C (G·N bf16 each), slot id.
-/// record: x (H·P bf16), processed delta (H fp32), B (G·N bf16).
-inline StepBytes mamba2_bytes(int64_t H, int64_t P, int64_t N, int64_t G, int64_t state_elem) {
-  return {H * P * N * state_elem, 2 * H * P * 2 + H * 2 + 2 * G * N * 2 + 4,
-          H * P * 2 + H * 4 + G * N * 2};
+/// io: x in + y out (H·P each), dt (one per head), B and C (G·N each), slot id.
+/// record: x (H·P), processed delta (H fp32), B (G·N). in_elem: bytes of those inputs, outputs and
+/// ring records (2: bf16, the kernel benchmark's; 4: fp32, the engine's).
+inline StepBytes mamba2_bytes(int64_t H, int64_t P, int64_t N, int64_t G, int64_t state_elem,
+                              int64_t in_elem = 2) {
+  return {H * P * N * state_elem, 2 * H * P * in_elem + H * in_elem + 2 * G * N * in_elem + 4,
+          H * P * in_elem + H * 4 + G * N * in_elem};
 }
 
 /// GDN / KDA: H key heads, HV value heads, K, V; gw = 1 (GDN, scalar gate) or K (KDA).

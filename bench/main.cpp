@@ -245,11 +245,18 @@ struct VerifyArgs {
   uint64_t seed = 20261130;
   int replays = 0;
   bool quick = false;
+  std::string inputs = "bf16";
 };
 
 int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
-  const cudaDeviceProp prop = require_device();
   VerifyConfig cfg;
+  cfg.inputs = a.inputs == "f32" ? DType::kF32 : DType::kBF16;
+  if (cfg.inputs != DType::kBF16)  // checked before the device: a usage error needs no GPU
+    for (const std::string& s : a.shapes)
+      if (s != "nano-4b" && s != "super-120b")
+        throw BenchError("verify: --inputs f32 is for the Mamba-2 shapes (nano-4b, super-120b); " +
+                         s + " runs bf16 inputs only");
+  const cudaDeviceProp prop = require_device();
   cfg.shapes = a.shapes;
   cfg.batches = a.batches;
   cfg.Ts = a.Ts;
@@ -289,9 +296,14 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
         {"snapshot", "snapshot_verify (one fp32 snapshot per token) + snapshot_select, per step"},
         {"bytes", "replay: checkpoint (plus the flush write fraction), mean history and T records "
                   "and token io; snapshot: state + T snapshots + T token io"},
-        {"inputs", {{"mamba2", inputs_of("mamba2")}, {"gdn", inputs_of("gdn")}}}};
+        {"inputs", {{"mamba2", a.inputs == "f32" ? "fp32 x, dt, B, C, y and ring x, B (the "
+                                                   "engine's); fp32 A_log, dt_bias, D; no z; "
+                                                   "random slots"
+                                                 : inputs_of("mamba2")},
+                    {"gdn", inputs_of("gdn")}}}};
     j["args"] = {{"shapes", cfg.shapes}, {"batch", cfg.batches}, {"T", cfg.Ts},
-                 {"L", cfg.L},           {"quick", a.quick},     {"seed", a.seed}};
+                 {"L", cfg.L},           {"quick", a.quick},     {"seed", a.seed},
+                 {"inputs", a.inputs}};
     j["seconds"] = secs;
     j["rows"] = rows;
     write_json(j, a.out);
@@ -355,6 +367,10 @@ int main(int argc, char** argv) {
   vc->add_option("--replays", v.replays, "timed graph replays (default 25, quick 10)")
       ->check(CLI::Range(1, 10000));
   vc->add_flag("--quick", v.quick, "smoke run: batches 64,256, T 4,8, 10 replays");
+  vc->add_option("--inputs", v.inputs,
+                 "dtype of the Mamba-2 inputs, outputs and ring x / B: bf16 (default) or f32 (as "
+                 "the engine feeds them; Mamba-2 shapes only)")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -16,19 +16,22 @@ namespace {
 
 constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32, kI32 = DType::kI32, kI8 = DType::kI8;
 
-/// A bf16 buffer of n random values in [lo, hi).
-DeviceMemory random_bf16(int64_t n, float lo, float hi, uint64_t seed, cudaStream_t s) {
-  DeviceMemory m(nbytes(n, kBF16));
-  fill_uniform(m.get(), kBF16, n, lo, hi, seed, s);
+/// A buffer of n random values in [lo, hi) of dtype t.
+DeviceMemory random_of(DType t, int64_t n, float lo, float hi, uint64_t seed, cudaStream_t s) {
+  DeviceMemory m(nbytes(n, t));
+  fill_uniform(m.get(), t, n, lo, hi, seed, s);
   return m;
 }
+DeviceMemory random_bf16(int64_t n, float lo, float hi, uint64_t seed, cudaStream_t s) {
+  return random_of(kBF16, n, lo, hi, seed, s);
+}
 
-/// Throws BenchError if the first T tokens' outputs of any call are not all finite.
-void check_outputs(const DeviceMemory& y, int calls, int64_t batch, int Tmax, int T,
+/// Throws BenchError if the first T tokens' outputs (dtype t) of any call are not all finite.
+void check_outputs(const DeviceMemory& y, DType t, int calls, int64_t batch, int Tmax, int T,
                    int64_t per_token, cudaStream_t s, const std::string& what) {
   for (int r = 0; r < calls; ++r) {
-    const int64_t off = static_cast<int64_t>(r) * batch * Tmax * per_token * 2;
-    const int64_t bad = count_nonfinite(static_cast<const char*>(y.get()) + off, kBF16,
+    const int64_t off = static_cast<int64_t>(r) * batch * Tmax * per_token * dtype_size(t);
+    const int64_t bad = count_nonfinite(static_cast<const char*>(y.get()) + off, t,
                                         batch * T * per_token, s);
     if (bad) throw BenchError(fmt::format("{}: {} non-finite outputs in call {}", what, bad, r));
   }
@@ -100,9 +103,12 @@ void SpecSlots::put_cursors(const std::vector<Cursor>& cur) {
 // ---- Mamba-2 ----------------------------------------------------------------------------------
 
 Mamba2Spec::Mamba2Spec(const Mamba2Shape& s, int64_t batch, int calls, int Lmax, int Tmax,
-                       uint64_t seed, cudaStream_t stream)
+                       uint64_t seed, cudaStream_t stream, DType in)
     : SpecSlots(batch, calls, seed, stream), H_(s.H), P_(s.P), N_(s.N), G_(s.G), Lmax_(Lmax),
-      Tmax_(Tmax) {
+      Tmax_(Tmax), in_(in) {
+  if (in != kBF16 && in != kF32)
+    throw BenchError(fmt::format("verify: Mamba-2 inputs {}, expected bfloat16 or float32",
+                                 dtype_name(in)));
   // Parameters as the kernel benchmark (mamba2_pool.cpp): A in [-8, -1], dt_bias [0, 0.5].
   std::uniform_real_distribution<float> uA(-8.0f, -1.0f), ubias(0.0f, 0.5f), uD(0.5f, 1.5f);
   std::vector<float> A_log(H_), dt_bias(H_), D(H_);
@@ -116,16 +122,16 @@ Mamba2Spec::Mamba2Spec(const Mamba2Shape& s, int64_t batch, int calls, int Lmax,
   layer_.D = device_view(D_, 0, kF32, {H_});
   state_ = DeviceMemory(nbytes(slots_ * state_elems(), kF32));
   fill_uniform(state_.get(), kF32, slots_ * state_elems(), -1.0f, 1.0f, seed + 1, stream);
-  ring_x_ = random_bf16(slots_ * H_ * Lmax * P_, -1.0f, 1.0f, seed + 2, stream);
+  ring_x_ = random_of(in_, slots_ * H_ * Lmax * P_, -1.0f, 1.0f, seed + 2, stream);
   ring_dt_ = DeviceMemory(nbytes(slots_ * H_ * Lmax, kF32));
   fill_uniform(ring_dt_.get(), kF32, slots_ * H_ * Lmax, 0.01f, 0.2f, seed + 3, stream);
-  ring_B_ = random_bf16(slots_ * G_ * Lmax * N_, -1.0f, 1.0f, seed + 4, stream);
+  ring_B_ = random_of(in_, slots_ * G_ * Lmax * N_, -1.0f, 1.0f, seed + 4, stream);
   const int64_t tok = calls_ * batch_ * Tmax;  // token buffers: a T-token call views batch * T
-  x_ = random_bf16(tok * H_ * P_, -1.0f, 1.0f, seed + 5, stream);
-  dt_ = random_bf16(tok * H_, -3.0f, -1.0f, seed + 6, stream);
-  B_ = random_bf16(tok * G_ * N_, -1.0f, 1.0f, seed + 7, stream);
-  C_ = random_bf16(tok * G_ * N_, -1.0f, 1.0f, seed + 8, stream);
-  y_ = DeviceMemory(nbytes(tok * H_ * P_, kBF16));
+  x_ = random_of(in_, tok * H_ * P_, -1.0f, 1.0f, seed + 5, stream);
+  dt_ = random_of(in_, tok * H_, -3.0f, -1.0f, seed + 6, stream);
+  B_ = random_of(in_, tok * G_ * N_, -1.0f, 1.0f, seed + 7, stream);
+  C_ = random_of(in_, tok * G_ * N_, -1.0f, 1.0f, seed + 8, stream);
+  y_ = DeviceMemory(nbytes(tok * H_ * P_, in_));
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 
@@ -135,24 +141,25 @@ TensorView Mamba2Spec::states(const DeviceMemory& m, int64_t slots) const {
 
 mamba2::Tokens Mamba2Spec::tokens(int r, int T) const {
   const int64_t t0 = static_cast<int64_t>(r) * batch_ * Tmax_;  // first token of call r
-  return {device_view(x_, t0 * H_ * P_ * 2, kBF16, {batch_, T, H_, P_}),
-          device_view(dt_, t0 * H_ * 2, kBF16, {batch_, T, H_}),
-          device_view(B_, t0 * G_ * N_ * 2, kBF16, {batch_, T, G_, N_}),
-          device_view(C_, t0 * G_ * N_ * 2, kBF16, {batch_, T, G_, N_}),
+  const int64_t e = dtype_size(in_);
+  return {device_view(x_, t0 * H_ * P_ * e, in_, {batch_, T, H_, P_}),
+          device_view(dt_, t0 * H_ * e, in_, {batch_, T, H_}),
+          device_view(B_, t0 * G_ * N_ * e, in_, {batch_, T, G_, N_}),
+          device_view(C_, t0 * G_ * N_ * e, in_, {batch_, T, G_, N_}),
           {}};
 }
 
 TensorView Mamba2Spec::y(int r, int T) const {
   const int64_t t0 = static_cast<int64_t>(r) * batch_ * Tmax_;
-  return device_view(y_, t0 * H_ * P_ * 2, kBF16, {batch_, T, H_, P_});
+  return device_view(y_, t0 * H_ * P_ * dtype_size(in_), in_, {batch_, T, H_, P_});
 }
 
 mamba2::Cache Mamba2Spec::cache(int L) const {
   if (L > Lmax_) throw BenchError(fmt::format("verify: ring length {} > allocated {}", L, Lmax_));
   return {device_view(state_, 0, kF32, {slots_, H_, P_, N_}),
-          device_view(ring_x_, 0, kBF16, {slots_, H_, L, P_}),
+          device_view(ring_x_, 0, in_, {slots_, H_, L, P_}),
           device_view(ring_dt_, 0, kF32, {slots_, H_, L}),
-          device_view(ring_B_, 0, kBF16, {slots_, G_, L, N_})};
+          device_view(ring_B_, 0, in_, {slots_, G_, L, N_})};
 }
 
 void Mamba2Spec::decode(int r, cudaStream_t s, int L) const {
@@ -174,18 +181,21 @@ void Mamba2Spec::snapshot(int r, cudaStream_t, int T, const TensorView& states, 
   cuda::mamba2::snapshot_verify(layer_, states, tokens(r, T), rw, dst, y(r, T));
 }
 
-void Mamba2Spec::poison() { fill_nan(y_.get(), kBF16, calls_ * batch_ * Tmax_ * H_ * P_, stream_); }
+void Mamba2Spec::poison() { fill_nan(y_.get(), in_, calls_ * batch_ * Tmax_ * H_ * P_, stream_); }
 
 void Mamba2Spec::check(int T, const std::string& what) {
-  check_outputs(y_, calls_, batch_, Tmax_, T, H_ * P_, stream_, what);
+  check_outputs(y_, in_, calls_, batch_, Tmax_, T, H_ * P_, stream_, what);
 }
 
 // ---- GDN / KDA --------------------------------------------------------------------------------
 
 GdnSpec::GdnSpec(const GdnShape& s, int64_t batch, int calls, int Lmax, int Tmax, uint64_t seed,
-                 cudaStream_t stream)
+                 cudaStream_t stream, DType in)
     : SpecSlots(batch, calls, seed, stream), H_(s.H), HV_(s.HV), K_(s.K), V_(s.V),
       kda_(s.gate() == gdn::Gate::kChannel), Lmax_(Lmax), Tmax_(Tmax) {
+  if (in != kBF16)
+    throw BenchError(fmt::format("verify: {} inputs {}, expected bfloat16 (the GDN/KDA pools are "
+                                 "bf16 only)", s.name, dtype_name(in)));
   // Parameters and ranges as the kernel benchmark (gdn_pool.cpp).
   const int64_t gw = kda_ ? K_ : 1;
   std::uniform_real_distribution<float> uA(-1.5f, 0.5f), ubias(-1.0f, 1.0f);
@@ -270,7 +280,7 @@ void GdnSpec::snapshot(int r, cudaStream_t, int T, const TensorView& states, con
 void GdnSpec::poison() { fill_nan(y_.get(), kBF16, calls_ * batch_ * Tmax_ * HV_ * V_, stream_); }
 
 void GdnSpec::check(int T, const std::string& what) {
-  check_outputs(y_, calls_, batch_, Tmax_, T, HV_ * V_, stream_, what);
+  check_outputs(y_, kBF16, calls_, batch_, Tmax_, T, HV_ * V_, stream_, what);
 }
 
 }  // namespace replayssm::bench

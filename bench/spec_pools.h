@@ -51,11 +51,14 @@ class SpecSlots {
 /// Mamba-2: x, dt, B, C, y bf16 (no z), ring x and B bf16, delta fp32.
 class Mamba2Spec : public SpecSlots {
  public:
+  /// in: dtype of x, dt, B, C, y and the ring's x and B (bf16, or float32 as the engine feeds).
   Mamba2Spec(const Mamba2Shape& s, int64_t batch, int calls, int Lmax, int Tmax, uint64_t seed,
-             cudaStream_t stream);
+             cudaStream_t stream, DType in = DType::kBF16);
   static const char* family() { return "mamba2"; }
   /// Bytes per sequence of one step (byte_model.h), fp32 state.
-  static StepBytes bytes_of(const Mamba2Shape& s) { return mamba2_bytes(s.H, s.P, s.N, s.G, 4); }
+  static StepBytes bytes_of(const Mamba2Shape& s, DType in = DType::kBF16) {
+    return mamba2_bytes(s.H, s.P, s.N, s.G, 4, dtype_size(in));
+  }
   /// The pool's states viewed as `slots` slots of memory m (the snapshot baseline's pool).
   TensorView states(const DeviceMemory& m, int64_t slots) const;
   int64_t state_elems() const { return H_ * P_ * N_; }
@@ -72,6 +75,7 @@ class Mamba2Spec : public SpecSlots {
   mamba2::Cache cache(int L) const;
   int64_t H_, P_, N_, G_;
   int Lmax_, Tmax_;
+  DType in_;
   mamba2::Layer layer_;
   DeviceMemory A_log_, dt_bias_, D_, state_, ring_x_, ring_dt_, ring_B_, x_, dt_, B_, C_, y_;
 };
@@ -79,10 +83,11 @@ class Mamba2Spec : public SpecSlots {
 /// GDN / KDA: q, k, v, a, b, y bf16; ring u, k^, g fp32.
 class GdnSpec : public SpecSlots {
  public:
+  /// in: bf16 only (the GDN/KDA pools are bf16 inputs; BenchError otherwise).
   GdnSpec(const GdnShape& s, int64_t batch, int calls, int Lmax, int Tmax, uint64_t seed,
-          cudaStream_t stream);
+          cudaStream_t stream, DType in = DType::kBF16);
   const char* family() const { return kda_ ? "kda" : "gdn"; }
-  static StepBytes bytes_of(const GdnShape& s) {
+  static StepBytes bytes_of(const GdnShape& s, DType = DType::kBF16) {
     return gdn_bytes(s.H, s.HV, s.K, s.V, s.family == "kda" ? s.K : 1, 4);
   }
   TensorView states(const DeviceMemory& m, int64_t slots) const;

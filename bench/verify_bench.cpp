@@ -83,10 +83,10 @@ void run_shape(const VerifyConfig& cfg, const Shape& sh, std::vector<nlohmann::j
   const cudaStream_t s = stream.get();
   const int Tmax = *std::max_element(cfg.Ts.begin(), cfg.Ts.end());
   for (int64_t batch : cfg.batches) {
-    const StepBytes bm = Pool::bytes_of(sh);
+    const StepBytes bm = Pool::bytes_of(sh, cfg.inputs);
     const int calls = calls_per_graph(static_cast<double>(bm.state()) * batch);
     Pool pool(sh, batch, calls, verify_ring_length(cfg, Tmax), Tmax,
-              cfg.timing.seed + 7919ull * batch, s);
+              cfg.timing.seed + 7919ull * batch, s, cfg.inputs);
     const PoolStats ps{batch, pool.slots(), calls, kF32, StateFormat::kFp32};
     const std::string where = fmt::format("{} batch {}", sh.name, batch);
 

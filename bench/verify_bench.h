@@ -29,6 +29,7 @@ struct VerifyConfig {
   std::vector<int64_t> batches = {64, 128, 256, 512};
   std::vector<int> Ts = {2, 4, 6, 8};
   int L = 16;
+  DType inputs = DType::kBF16;  ///< Mamba-2 x, dt, B, C, y and ring dtype (GDN/KDA: bf16 only)
   KernelConfig timing;  ///< timing, copy_gbps, seed and the progress hooks
 };
 
