@@ -307,14 +307,19 @@ struct PlanEnv {
 // through the plan override.
 constexpr const char* kKernels[] = {"group=1", "group=1,stages=3", "group=0"};
 
-TEST(Mamba2CudaVerify, RandomWalkMatchesOracleTinyF32) {
-  RSSM_SKIP_WITHOUT_CUDA();
+/// run_walk once per kernel (and stage count) of kKernels.
+void walk_each_kernel(const Case& c, uint64_t seed) {
   for (const char* plan : kKernels) {
     SCOPED_TRACE(plan);
     const PlanEnv env(plan);
-    Case c;
-    run_walk(c, test_seed(501));
+    run_walk(c, seed);
   }
+}
+
+TEST(Mamba2CudaVerify, RandomWalkMatchesOracleTinyF32) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  Case c;
+  walk_each_kernel(c, test_seed(501));
 }
 
 TEST(Mamba2CudaVerify, RandomWalkMatchesOracleBf16RingT8) {
@@ -322,11 +327,7 @@ TEST(Mamba2CudaVerify, RandomWalkMatchesOracleBf16RingT8) {
   Case c;
   c.shape = kOdd, c.in = kBF16, c.ring = kBF16, c.dt_same = true, c.L = 16, c.T = 8;
   c.steps = 500, c.seqs = 3, c.pads = 1, c.slots = 6;
-  for (const char* plan : kKernels) {
-    SCOPED_TRACE(plan);
-    const PlanEnv env(plan);
-    run_walk(c, test_seed(502));
-  }
+  walk_each_kernel(c, test_seed(502));
 }
 
 TEST(Mamba2CudaVerify, RandomWalkBf16InputsF32RingNoGateNoD) {
@@ -341,11 +342,7 @@ TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
   RSSM_SKIP_WITHOUT_CUDA();
   Case c;
   c.L = 44, c.T = 8, c.steps = 120;
-  for (const char* plan : kKernels) {
-    SCOPED_TRACE(plan);
-    const PlanEnv env(plan);
-    run_walk(c, test_seed(509));
-  }
+  walk_each_kernel(c, test_seed(509));
 }
 
 
@@ -356,11 +353,7 @@ TEST(Mamba2CudaVerify, RandomWalkManyHeadsPerGroupAndFullRing) {
   Case c;
   c.shape = Shape{16, 16, 64, 2, "16x16x64 g2"};
   c.in = kBF16, c.ring = kBF16, c.L = 64, c.T = 8, c.steps = 150;
-  for (const char* plan : kKernels) {
-    SCOPED_TRACE(plan);
-    const PlanEnv env(plan);
-    run_walk(c, test_seed(511));
-  }
+  walk_each_kernel(c, test_seed(511));
 }
 
 // Row splits (blocks of part of a head, uneven last block), small blocks and heads per block of
@@ -384,11 +377,7 @@ TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {
     Case c;
     c.shape = s, c.in = kBF16, c.ring = kBF16, c.L = 16, c.T = 4;
     c.steps = 6, c.seqs = 2, c.pads = 1, c.slots = 3;
-    for (const char* plan : kKernels) {
-      SCOPED_TRACE(plan);
-      const PlanEnv env(plan);
-      run_walk(c, test_seed(504));
-    }
+    walk_each_kernel(c, test_seed(504));
   }
 }
 
