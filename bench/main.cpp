@@ -251,13 +251,19 @@ struct VerifyArgs {
 int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
   VerifyConfig cfg;
   cfg.inputs = a.inputs == "f32" ? DType::kF32 : DType::kBF16;
-  if (cfg.inputs != DType::kBF16)  // checked before the device: a usage error needs no GPU
-    for (const std::string& s : a.shapes)
-      if (s != "nano-4b" && s != "super-120b")
-        throw BenchError("verify: --inputs f32 is for the Mamba-2 shapes (nano-4b, super-120b); " +
-                         s + " runs bf16 inputs only");
-  const cudaDeviceProp prop = require_device();
   cfg.shapes = a.shapes;
+  if (cfg.inputs != DType::kBF16) {  // checked before the device: a usage error needs no GPU
+    if (cmd.count("--shapes") == 0) cfg.shapes = {"nano-4b", "super-120b"};
+    for (const std::string& s : cfg.shapes)
+      if (s != "nano-4b" && s != "super-120b") {
+        std::fprintf(stderr,
+                     "replayssm_bench: error: --inputs f32 is for the Mamba-2 shapes (nano-4b, "
+                     "super-120b); %s runs bf16 inputs only\n",
+                     s.c_str());
+        return 2;
+      }
+  }
+  const cudaDeviceProp prop = require_device();
   cfg.batches = a.batches;
   cfg.Ts = a.Ts;
   cfg.L = a.L;

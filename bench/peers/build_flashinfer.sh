@@ -9,28 +9,48 @@
 # CuTe headers checkpointing_ssu needs). CONFIG is ssu-nano-4b, ssu-super-120b, ckpt7-super-120b,
 # ckpt15-super-120b (the default: all four; ckptW = MAX_WINDOW W, ring L = W + 1) or ckpt7-nano-4b,
 # ckpt15-nano-4b, which do not compile at FlashInfer fb28d72 (headdim 80: CuTe static asserts in
-# checkpointing_ssu, monolith and split alike) and are built only when named. Executables go to
+# checkpointing_ssu, monolith and split alike) and are built only when named. FLASHINFER_COMMIT
+# names the FlashInfer commit recorded in the JSON (else git, when FLASHINFER_DIR is a checkout). Executables go to
 # OUT_DIR/flashinfer_mamba2-CONFIG, compiler output to OUT_DIR/CONFIG.log; JOBS builds at a time
 # [nproc]. Nothing of FlashInfer enters this repository: the one edit nvcc 13.0 needs (deviation
 # 1: a (uint64_t) cast of state_stride_batch in a TMA-descriptor stride list of
 # kernel_selective_state_update_stp.cuh, host code) goes to a temporary copy of its headers.
 set -euo pipefail
-out=${1:?usage: FLASHINFER_DIR=... CUTLASS_DIR=... $0 OUT_DIR [CONFIG ...]}
+usage="usage: FLASHINFER_DIR=... CUTLASS_DIR=... [FLASHINFER_COMMIT=...] $0 OUT_DIR [CONFIG ...]"
+die() { echo "build_flashinfer.sh: error: $*" >&2; exit 2; }
+case ${1:-} in -h|--help) echo "$usage"; exit 0 ;; "") die "$usage" ;; esac
+out=$1
 shift
-: "${FLASHINFER_DIR:?set FLASHINFER_DIR}" "${CUTLASS_DIR:?set CUTLASS_DIR}"
+[ -n "${FLASHINFER_DIR:-}" ] || die "set FLASHINFER_DIR to a FlashInfer checkout ($usage)"
+[ -n "${CUTLASS_DIR:-}" ] || die "set CUTLASS_DIR to a CUTLASS checkout ($usage)"
+[ -d "$FLASHINFER_DIR/include/flashinfer/mamba" ] || die "$FLASHINFER_DIR has no include/flashinfer/mamba"
+[ -d "$CUTLASS_DIR/include/cute" ] || die "$CUTLASS_DIR has no include/cute"
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 src=$(cd "$(dirname "$0")" && pwd)/flashinfer_mamba2.cu
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(ssu-nano-4b ssu-super-120b ckpt7-super-120b ckpt15-super-120b)
-commit=$(git -C "$FLASHINFER_DIR" rev-parse --short HEAD 2>/dev/null || echo "${FLASHINFER_COMMIT:-unknown}")
-mkdir -p "$out"
+for c in "${configs[@]}"; do
+  [[ $c =~ ^(ssu|ckpt7|ckpt15)-(nano-4b|super-120b)$ ]] || die "unknown config '$c'"
+done
+# The commit: FLASHINFER_COMMIT when given, else git only when FLASHINFER_DIR is itself the top
+# of a checkout (a folder inside another repository must not record that repository's HEAD).
+commit=${FLASHINFER_COMMIT:-}
+if [ -z "$commit" ] && [ "$(git -C "$FLASHINFER_DIR" rev-parse --show-toplevel 2>/dev/null)" = \
+    "$(cd "$FLASHINFER_DIR" && pwd -P)" ]; then
+  commit=$(git -C "$FLASHINFER_DIR" rev-parse --short HEAD)
+fi
+commit=${commit:-unknown}
+mkdir -p -- "$out"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp -r "$FLASHINFER_DIR/include" "$tmp/"
 stp=include/flashinfer/mamba/kernel_selective_state_update_stp.cuh
+[ -f "$tmp/$stp" ] || die "$FLASHINFER_DIR/$stp not found (another FlashInfer layout?)"
 sed -i 's/DSTATE \* DIM, params\.state_stride_batch}/DSTATE * DIM, (uint64_t)params.state_stride_batch}/' "$tmp/$stp"
-echo "FlashInfer $commit; deviation 1: $(diff "$FLASHINFER_DIR/$stp" "$tmp/$stp" | grep -c '^>') line(s) of $stp cast"
+cast=$(diff "$FLASHINFER_DIR/$stp" "$tmp/$stp" | grep -c '^>' || true)
+[ "$cast" -gt 0 ] || die "deviation 1 matched nothing in $stp: check the header at this FlashInfer commit"
+echo "FlashInfer $commit; deviation 1: $cast line(s) of $stp cast"
 
 flags=(-std=c++17 -O3 -use_fast_math --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a
        -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -DFLASHINFER_ENABLE_BF16 -DFLASHINFER_ENABLE_F16

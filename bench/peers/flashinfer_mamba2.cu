@@ -488,14 +488,28 @@ int main(int argc, char** argv) try {
   std::string shape, out, commit = "unknown", batches = "1,8,32,64,128,256,512";
   std::string pnats = kL ? "mixed" : "", paths = kL ? "monolith,split" : "";
   int replays = 25;
+  // A whole number >= 1, or a usage error naming the option.
+  auto count = [](const std::string& opt, const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > (1 << 20))
+      fail(2, opt + " '" + v + "': expected a whole number >= 1");
+    return static_cast<int>(n);
+  };
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: %s --shape " FI_SHAPE_NAME " [--batch 1,8,...] [--out FILE.json] "
+                  "[--commit SHA] [--replays 25] [--seed N]%s\n",
+                  argv[0], kL ? " [--pnat mixed,0..L-1] [--path monolith,split,auto]" : "");
+      return 0;
+    }
     if (v.empty()) fail(2, a + " needs a value");
     if (a == "--shape") shape = v;
     else if (a == "--batch") batches = v;
     else if (a == "--out") out = v;
     else if (a == "--commit") commit = v;
-    else if (a == "--replays") replays = std::atoi(v.c_str());
+    else if (a == "--replays") replays = count(a, v);
     else if (a == "--seed") g_seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (a == "--pnat" && kL) pnats = v;
     else if (a == "--path" && kL) paths = v;
@@ -505,9 +519,7 @@ int main(int argc, char** argv) try {
     fail(2, "this executable is the " FI_KERNEL_NAME " build for --shape " FI_SHAPE_NAME
             ", not '" + shape + "'");
   std::vector<int> bs;
-  for (auto& b : split(batches)) bs.push_back(std::atoi(b.c_str()));
-  if (replays < 1 || bs.empty() || *std::min_element(bs.begin(), bs.end()) < 1)
-    fail(2, "--batch and --replays take integers >= 1");
+  for (auto& b : split(batches)) bs.push_back(count("--batch", b));
   std::vector<std::string> pv = split(pnats), rv = split(paths);
   for (auto& p : pv)
     if (p != "mixed" && (p.empty() || p.find_first_not_of("0123456789") != p.npos ||

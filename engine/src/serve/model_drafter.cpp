@@ -33,7 +33,7 @@ class ModelDrafter final : public Drafter {
     for (size_t b = 0; b < rows.size(); ++b)
       if (rows[b].max_drafts > 0) live.push_back(b);
     if (live.empty()) return;
-    // 1. Catch up: commit the unconsumed history; its last token's logits give draft 1.
+    // 1. Catch up: commit the unconsumed history; the greedy token after its last gives draft 1.
     for (;;) {
       std::vector<size_t> feed;
       for (size_t b : live)

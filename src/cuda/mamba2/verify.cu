@@ -110,9 +110,10 @@ constexpr int64_t kVerifyGroupMinBatch = 128;
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;
-  // Below kVerifyGroupMinBatch rows the one-head kernel: at batch 64 (Nano-4B, H200) the group
-  // kernel was 0.85-0.93x of it at all-accept and 1.13-1.40x at all-reject for T >= 4; from 256
-  // it was 1.0-1.65x (bench/NOTES.md, "Mamba-2 verify, group kernel").
+  // Below kVerifyGroupMinBatch rows the one-head kernel: at batch 64 (H200) the group kernel was
+  // 0.85-1.01x of it at all-accept and 0.97-1.40x at all-reject on Nano-4B (0.96-1.16x and
+  // 1.04-1.53x on Super-120B); from 256 it was 1.0-1.65x (bench/NOTES.md, "Mamba-2 verify, group
+  // kernel"). The threshold follows Nano-4B's all-accept points.
   v.group = batch >= kVerifyGroupMinBatch;
   int split = 0, hpb = 0;
   v.threads = kVerifyGroupThreads;
