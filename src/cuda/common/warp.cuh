@@ -4,6 +4,17 @@
 
 namespace replayssm::cuda {
 
+/// Inclusive prefix sum over the 32 lanes of a warp, additions in a fixed order (deterministic).
+/// Every lane of the warp must call it.
+__device__ __forceinline__ float warp_prefix_sum(float v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float t = __shfl_up_sync(0xffffffffu, v, off);
+    if (lane >= off) v = __fadd_rn(v, t);
+  }
+  return v;
+}
+
 /// Sum over an aligned group of LPR lanes (a butterfly): every lane of the group ends with the
 /// same bits, and the order of the additions is fixed (deterministic). Every lane of the warp must
 /// call it (full-warp shuffles).

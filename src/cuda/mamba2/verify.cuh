@@ -63,16 +63,6 @@ namespace verify_detail {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-/// Inclusive prefix sum over the 32 lanes of a warp.
-__device__ __forceinline__ float prefix_sum(float v, int lane) {
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const float t = __shfl_up_sync(kFull, v, off);
-    if (lane >= off) v = __fadd_rn(v, t);
-  }
-  return v;
-}
-
 }  // namespace verify_detail
 
 /// Eight consecutive elements of T loaded as raw 16-byte pieces (two for float32).
@@ -286,8 +276,8 @@ __global__ void __launch_bounds__(kVerifyMaxThreads) verify_kernel(const StepPar
         if (split == 0) rdt[phys(l)] = d[u];
       }
     }
-    const float c0 = prefix_sum(d[0], lane);
-    const float c1 = __fadd_rn(prefix_sum(d[1], lane), __shfl_sync(kFull, c0, 31));
+    const float c0 = warp_prefix_sum(d[0], lane);
+    const float c1 = __fadd_rn(warp_prefix_sum(d[1], lane), __shfl_sync(kFull, c0, 31));
     if (lane < m) scum[lane] = c0, sdelta[lane] = d[0];
     if (lane + 32 < m) scum[lane + 32] = c1, sdelta[lane + 32] = d[1];
   } else {

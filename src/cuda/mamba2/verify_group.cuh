@@ -81,15 +81,6 @@ constexpr unsigned kFull = 0xffffffffu;
 
 constexpr int log2i(int v) { return v <= 1 ? 0 : 1 + log2i(v / 2); }
 
-/// Inclusive prefix sum over the 32 lanes of a warp (verify.cuh's order).
-__device__ __forceinline__ float prefix_sum(float v, int lane) {
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const float t = __shfl_up_sync(kFull, v, off);
-    if (lane >= off) v = __fadd_rn(v, t);
-  }
-  return v;
-}
 
 /// The chain warp's B_l·C_s for one record (NL elements of B per lane, c the tokens' C over the
 /// same elements): lane groups of 32 / KT lanes end with token column lane >> log2(32 / KT); the
@@ -357,8 +348,8 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
             e1 = delta_of(e1, dtbk, p.softplus);
             if (split == 0) rdt[phys(lane + 32)] = e1;
           }
-          const float c0 = prefix_sum(e0, lane);
-          const float c1 = __fadd_rn(prefix_sum(e1, lane), __shfl_sync(kFull, c0, 31));
+          const float c0 = warp_prefix_sum(e0, lane);
+          const float c1 = __fadd_rn(warp_prefix_sum(e1, lane), __shfl_sync(kFull, c0, 31));
           float* const win = swin + k * 128;
           win[lane] = e0, win[lane + 32] = e1, win[64 + lane] = c0, win[96 + lane] = c1;
           // decays exp(A P_{h+s}): P_t from the lane that holds record t
