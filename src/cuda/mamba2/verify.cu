@@ -115,34 +115,34 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
   // 1.04-1.53x on Super-120B); from 256 it was 1.0-1.65x (bench/NOTES.md, "Mamba-2 verify, group
   // kernel"). The threshold follows Nano-4B's all-accept points.
   v.group = batch >= kVerifyGroupMinBatch;
-  int split = 0, hpb = 0;
-  v.threads = kVerifyGroupThreads;
+  int split = 0, hpb = 0, threads = 0;
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
     if (key == "group") v.group = val != 0;
     if (key == "split" && val > 0) split = val;
-    if (key == "threads") v.threads = val;
+    if (key == "threads") threads = val;
     if (key == "hpb") hpb = val;
     if (key == "stages") v.stages = val;
   });
   check<ConfigError>(v.stages == 2 || v.stages == 3, op, ": verify plan stages = ", v.stages,
                      ", expected 2 or 3");
-  v.rows_per_block = split > 0 ? split_rows(P, split)
-                               : split_rows(P, (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes);
-  v.rows_per_block = std::min<int>(v.rows_per_block, static_cast<int>(P));
-  for (int64_t k = std::min<int64_t>(heads_per_group, 32); k >= 1; --k) {
-    const VerifyGroupSmem sm(R, static_cast<int>(N), v.rows_per_block, static_cast<int>(k), KT,
-                             ring_bytes, in_bytes, v.stages);
-    if (heads_per_group % k == 0 && (sm.total * 4 <= kVerifyBlockSmem || k == 1)) {
-      v.heads_per_block = static_cast<int>(k);
-      break;
+  if (v.group) {
+    v.threads = threads ? threads : kVerifyGroupThreads;
+    v.rows_per_block = std::min<int>(
+        split_rows(P, split > 0 ? split : (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes),
+        static_cast<int>(P));
+    for (int64_t k = std::min<int64_t>(heads_per_group, 32); k >= 1; --k) {
+      const VerifyGroupSmem sm(R, static_cast<int>(N), v.rows_per_block, static_cast<int>(k), KT,
+                               ring_bytes, in_bytes, v.stages);
+      if (heads_per_group % k == 0 && (sm.total * 4 <= kVerifyBlockSmem || k == 1)) {
+        v.heads_per_block = static_cast<int>(k);
+        break;
+      }
     }
-  }
-  if (hpb != 0) v.heads_per_block = hpb;
-  if (!v.group) {
-    v.heads_per_block = 1;
-    v.rows_per_block = static_cast<int>(P);
-    if (v.threads == kVerifyGroupThreads) v.threads = kVerifyMaxThreads;
-    if (split > 0) v.rows_per_block = std::min<int>(split_rows(P, split), static_cast<int>(P));
+    if (hpb != 0) v.heads_per_block = hpb;
+  } else {  // whole heads (or `split` blocks per head), one head per block
+    v.threads = threads ? threads : kVerifyMaxThreads;
+    v.rows_per_block = split > 0 ? std::min<int>(split_rows(P, split), static_cast<int>(P))
+                                 : static_cast<int>(P);
   }
   const int max_threads = v.group ? kVerifyGroupThreads : kVerifyMaxThreads;
   const int min_threads = v.group ? kVerifyChainThreads + 32 : 64;
