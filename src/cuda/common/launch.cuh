@@ -9,15 +9,44 @@
 
 namespace replayssm::cuda {
 
+/// Whether the current device runs programmatic dependent launches (compute capability >= 9.0).
+inline bool programmatic_launch_supported() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();  // the launch itself reports a broken device
+    return false;
+  }
+  return major >= 9;
+}
+
 /// Enqueues kernel<<<grid, threads, smem, stream>>>(p), first raising the kernel's dynamic
 /// shared-memory limit when smem exceeds the 48 KB default; a failure is a DeviceError naming op.
+/// `overlap`: a programmatic dependent launch (common/pdl.cuh): the kernel may start while the
+/// stream's previous kernel runs its last blocks; the caller guarantees that the kernel reads
+/// nothing that kernel writes (or waits for it first: pdl_wait) and calls pdl_wait before it
+/// ends. Ignored below sm_90.
 template <class Kernel, class Params>
 void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      const Params& p, const char* op) {
+                      const Params& p, const char* op, bool overlap = false) {
   if (smem > 48 * 1024)
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                (std::string(op) + ": raising the shared-memory limit").c_str());
+  if (overlap && programmatic_launch_supported()) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, p), (std::string(op) + " launch").c_str());
+    return;
+  }
   kernel<<<grid, threads, smem, stream>>>(p);
   check_launch((std::string(op) + " launch").c_str());
 }

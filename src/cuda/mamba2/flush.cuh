@@ -25,6 +25,7 @@
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/flush_rows.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/ring_window.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
@@ -384,6 +385,10 @@ __global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParam
     }
     __syncthreads();  // the list is rewritten for the next rows
   }
+  // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
+  // launch writes; it still ends only after that launch, so that what follows in the stream,
+  // which waits for this kernel alone, sees both.
+  pdl_wait();
 }
 
 }  // namespace replayssm::cuda::mamba2

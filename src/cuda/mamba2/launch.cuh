@@ -61,7 +61,7 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
     }
     dim3 grid = ls.grid;
     if (ls.flush) grid.x = std::min<unsigned>(grid.x, resident_blocks(kernel, ls.threads, ls.smem));
-    launch_with_smem(kernel, grid, ls.threads, ls.smem, stream, p, op);
+    launch_with_smem(kernel, grid, ls.threads, ls.smem, stream, p, op, ls.overlap);
   };
   // 8 rows per thread only with 4-byte checkpoints (replay_rows_per_thread).
   if constexpr (sizeof(TState) == 4)

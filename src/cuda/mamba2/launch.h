@@ -19,6 +19,7 @@ struct LaunchShape {
   int N = 0;        ///< d_state (compile-time in the kernels)
   int rpt = 0;      ///< rows per thread (compile-time in the kernels)
   bool flush = false;  ///< replay: the flush kernel (flush.cuh), not the ordinary-step kernels
+  bool overlap = false;  ///< launched programmatically after the ordinary launch (pdl.cuh)
 };
 
 /// d_state values and rows-per-thread values the kernels are compiled for. The replay kernel holds

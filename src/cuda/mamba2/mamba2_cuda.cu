@@ -261,6 +261,11 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
   if (p.early_exit < 0) p.early_exit = autop.early_exit;
   check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op,
                      ": plan early_exit = ", p.early_exit, ", expected -1 (auto), 0 or 1");
+  if (p.overlap < 0) p.overlap = autop.overlap;
+  check<ConfigError>(p.flush_split >= 0 && p.flush_split <= d.headdim, op,
+                     ": plan flush_split = ", p.flush_split, ", expected 0 (auto) .. ", d.headdim);
+  check<ConfigError>(p.overlap == 0 || p.overlap == 1, op,
+                     ": plan overlap = ", p.overlap, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.headdim, op,
                      ": plan rows_per_block = ", p.rows_per_block, ", expected 1..", d.headdim);
   group = group_rows(d.headdim, p.rows_per_block);
@@ -311,7 +316,7 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   launch_conventional<TIn, bf16>(p, ls, s);
 }
 
-/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1" (any
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1,pdl=1" (any
 /// subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
 /// replaces those fields of the dispatcher's choice for every replay step of the process.
 /// resolve_replay checks the result like a forced plan.
@@ -325,6 +330,8 @@ void override_replay_plan(Plan& p, int64_t P) {
     if (key == "prefetch") p.prefetch_ring = v;
     if (key == "flush") p.flush_kernel = v;
     if (key == "exit") p.early_exit = v;
+    if (key == "pdl") p.overlap = v;
+    if (key == "fsplit") p.flush_split = v;
   });
 }
 
@@ -376,6 +383,9 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   // and a flush row's two stages are not read and dropped (H200: flush step -14% at Nano-4B
   // batch 256, bench/NOTES.md "Mamba-2 flush kernel, pipelined").
   p.early_exit = 1;
+  // The flush launch (persistent, one pass over the flush rows) starts while the ordinary
+  // launch's last wave runs (programmatic dependent launch): the two touch disjoint rows.
+  p.overlap = 1;
   // fp32 checkpoints: 8 rows (128 bytes) per thread; 16-bit ones 4 (a row is twice the columns
   // per lane). The per-head kernel takes 4 where the step is latency-bound: more threads.
   const bool group = group_rows(d.headdim, d.headdim);
@@ -549,16 +559,24 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   const bool inputs16 = at16(p.x) && at16(p.B) && at16(p.C) && (!p.has_z || at16(p.z));
   if (!group || quant || p.state_route || plan.flush_kernel != 1 || !inputs16)
     return enqueue(p, ls);
+  bool overlap = false;
   if (only != 2) {
     p.only = 1;
     p.early_exit = plan.early_exit == 1;
     enqueue(p, ls);
+    // A split mode's ordinary launch (only = 1 over the 16-bit read copy): its flush launch is
+    // the caller's next call (only = 2, over the fp32 checkpoint).
+    if (only == 1) return;
+    // The flush launch may overlap the ordinary one only when that launch's flush-row blocks
+    // leave before reading anything: then the two read and write disjoint rows and slots.
+    overlap = p.early_exit && plan.overlap == 1;
     p.early_exit = false;
   }
   StepParams f = p;
   f.only = 2;
   LaunchShape fs;
   fs.flush = true;
+  fs.overlap = overlap;
   fs.N = ls.N;
   const int64_t state_bytes = dtype_size(c.state_dtype);
   fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
@@ -568,7 +586,9 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // block), the head's rows split evenly: several blocks per SM.
   f.nsplit = static_cast<int32_t>(
       std::max(cdiv(d.headdim, kFlushThreads / 32 * unit),
-               cdiv(d.headdim * d.d_state * state_bytes, int64_t{kFlushTileBytes})));
+               plan.flush_split > 0
+                   ? int64_t{plan.flush_split}
+                   : cdiv(d.headdim * d.d_state * state_bytes, int64_t{kFlushTileBytes})));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.headdim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.headdim, f.rows_per_block));
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);

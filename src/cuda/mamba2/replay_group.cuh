@@ -27,6 +27,7 @@
 // Grid: x = (g * nchunks + chunk) * nsplit + split, y = batch row. Shared memory: GroupSmem.
 #pragma once
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/quant_read.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
@@ -104,6 +105,9 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   const TIn* const Cin = static_cast<const TIn*>(p.C) + bcoff;
   const bool all = p.prefetch_ring;
 
+  // The step's flush launch may start scheduling once every block of this one has started
+  // (Plan::overlap): it touches only the flush rows, which this launch leaves untouched.
+  if (p.only == 1) pdl_launch_dependents();
   // The cursor: raw loads; resolve() is where a warp first waits for them.
   const int origin_raw = p.origin[slot];
   const int hist_raw = p.hist[slot];
