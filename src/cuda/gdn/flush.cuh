@@ -20,6 +20,7 @@
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/flush_rows.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/ring_window.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/step_math.cuh"
@@ -185,6 +186,9 @@ __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParam
   for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
                       reinterpret_cast<int*>(smem + sm.list),
                       reinterpret_cast<int*>(smem + sm.warps), item);
+  // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
+  // launch writes; it still ends only after it, so that what follows in the stream sees both.
+  pdl_wait();
 }
 
 }  // namespace replayssm::cuda::gdn

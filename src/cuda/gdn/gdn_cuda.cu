@@ -243,6 +243,9 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.early_exit < 0) p.early_exit = std::max(autop.early_exit, 0);
   check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op, ": plan early_exit = ",
                      p.early_exit, ", expected -1 (auto), 0 or 1");
+  if (p.overlap < 0) p.overlap = std::max(autop.overlap, 0);
+  check<ConfigError>(p.overlap == 0 || p.overlap == 1, op, ": plan overlap = ", p.overlap,
+                     ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -278,7 +281,7 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0" (any subset) replaces those fields of the dispatcher's choice for every replay step of the process.
+/// flush=0,exit=1,pdl=1" (any subset) replaces those fields of the dispatcher's choice for every replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "kernel") p.kernel = v;
@@ -289,6 +292,7 @@ void override_replay_plan(Plan& p) {
     if (key == "prefetch") p.prefetch_ring = v;
     if (key == "flush") p.flush_kernel = v;
     if (key == "exit") p.early_exit = v;
+    if (key == "pdl") p.overlap = v;
   });
 }
 
@@ -419,6 +423,9 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // The ordinary launch waits for is_flush before streaming a flush row it would drop (as for
   // Mamba-2: bench/NOTES_gdn.md "Early exit").
   p.early_exit = 1;
+  // The flush launch starts while the ordinary launch's last wave runs (programmatic dependent
+  // launch; as for Mamba-2: bench/NOTES.md "Overlapping the flush launch").
+  p.overlap = 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
@@ -574,6 +581,9 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
   LaunchShape fs = ls;
   fs.flush = true;
+  // Only when the ordinary launch's flush-row blocks leave before reading anything: the two
+  // launches then touch disjoint rows and slots.
+  fs.overlap = p.early_exit && plan.overlap == 1;
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block).total *

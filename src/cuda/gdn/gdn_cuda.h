@@ -64,6 +64,9 @@ struct Plan {
   int early_exit = -1;      ///< with flush_kernel 1: 1 = the ordinary launch's blocks of a flush
                             ///< row leave before requesting its checkpoint (one cursor round trip
                             ///< first); 0 = after (the stages in flight are read and dropped)
+  int overlap = -1;         ///< with flush_kernel 1 and early_exit 1: 1 = the flush launch
+                            ///< starts while the ordinary launch's last blocks run (programmatic
+                            ///< dependent launch, sm_90+); 0 = after it
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may

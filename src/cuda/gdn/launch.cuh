@@ -35,7 +35,7 @@ void with_kernel_shape(int K, bool kda, const char* op, Fn&& fn) {
 template <class Kernel>
 void enqueue(Kernel kernel, const StepParams& p, const LaunchShape& ls, cudaStream_t stream,
              const char* op) {
-  launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op);
+  launch_with_smem(kernel, ls.grid, ls.threads, ls.smem, stream, p, op, ls.overlap);
 }
 
 template <class TIn, class TState>

@@ -20,6 +20,7 @@ struct LaunchShape {
   bool kda = false;
   int rpt = 8;      ///< group kernel: rows per thread per unit (compile-time, 4 or 8)
   bool flush = false;  ///< the flush kernel (flush.cuh), not the ordinary-step kernels
+  bool overlap = false;  ///< launched programmatically after the ordinary launch (pdl.cuh)
 };
 
 /// Key dimensions the kernels are compiled for.

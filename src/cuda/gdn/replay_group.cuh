@@ -28,6 +28,7 @@
 // Grid: x = (kh * nvc + vc) * nru + ru, y = batch row. Shared memory: GroupSmem (launch.h).
 #pragma once
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/gdn/conventional.cuh"
 #include "cuda/gdn/launch.h"
 
@@ -87,6 +88,9 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     return;
   }
   const bool all = p.prefetch_ring;
+  // The step's flush launch may start scheduling once every block of this one has started
+  // (Plan::overlap): it touches only the flush rows, which this launch leaves untouched.
+  if (p.only == 1) pdl_launch_dependents();
   // The cursor: raw loads; resolve() is where a warp first waits for them.
   const int origin_raw = p.origin[slot];
   const int hist_raw = p.hist[slot];

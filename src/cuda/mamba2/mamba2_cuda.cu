@@ -262,6 +262,7 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
   check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op,
                      ": plan early_exit = ", p.early_exit, ", expected -1 (auto), 0 or 1");
   if (p.overlap < 0) p.overlap = autop.overlap;
+  if (p.flush_split == 0) p.flush_split = autop.flush_split;
   check<ConfigError>(p.flush_split >= 0 && p.flush_split <= d.headdim, op,
                      ": plan flush_split = ", p.flush_split, ", expected 0 (auto) .. ", d.headdim);
   check<ConfigError>(p.overlap == 0 || p.overlap == 1, op,
