@@ -72,8 +72,10 @@ struct ReplaySmem {
 /// Threads of a flush block at most (eight warps: several blocks per SM; the host splits rows).
 constexpr int kFlushThreads = 256;
 /// Checkpoint tile bytes a flush block aims at (two stages of it in flight per block, two or three
-/// blocks per SM): the host splits a head's rows to stay under it.
-constexpr int kFlushTileBytes = 24 * 1024;
+/// blocks per SM): the host splits a head's rows to stay under it. 32 KB keeps a Super-120B head
+/// (64 rows of fp32) whole: its all-flush step 868 -> 801 µs at batch 256 against 24 KB's two
+/// halves; four or eight pieces are slower still (H200, 7816903, bench/results/sweep-7816903.txt).
+constexpr int kFlushTileBytes = 32 * 1024;
 struct FlushSmem {
   enum Word { kOrigin, kHist, kALog, kDtBias, kD, kWords = 8 };
   int rows = 0, xs = 0;
