@@ -7,10 +7,10 @@
 namespace replayssm {
 namespace {
 
-TEST(Dispatch, Mamba2ReplaysFromBatch16WithAtMost16) {
-  for (int64_t b : {0, 1, 8, 15})
+TEST(Dispatch, Mamba2ReplaysFromBatch8WithAtMost16) {
+  for (int64_t b : {0, 1, 4, 7})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
-  for (int64_t b : {16, 32, 64, 128, 256, 512}) {
+  for (int64_t b : {8, 16, 32, 64, 128, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 8), 8);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 32), 16);
@@ -18,9 +18,9 @@ TEST(Dispatch, Mamba2ReplaysFromBatch16WithAtMost16) {
   }
 }
 
-TEST(Dispatch, GdnReplaysFromBatch64KdaUsesTheConventionalStep) {
-  for (int64_t b : {1, 32, 63}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
-  for (int64_t b : {64, 256, 512}) {
+TEST(Dispatch, GdnReplaysFromBatch32KdaUsesTheConventionalStep) {
+  for (int64_t b : {1, 8, 31}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
+  for (int64_t b : {32, 64, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4), 4);
   }

@@ -16,11 +16,14 @@ const char* ssm_family_name(SsmFamily f);
 /// batch both when every row flushes on the same step ("window") and when the rows' flushes are
 /// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
 /// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*, kernels-mamba2-*):
-///   Mamba-2 (Nano-4B, Super; 613ae4b, heads per block by fewest waves): window 1.32-1.33x and
-///     mixed 1.14-1.16x at batch 16, mixed 1.24-1.29x at 32, 1.33-1.64x from 64; at batch 8 the
-///     mixed phases 0.92x (Nano-4B): L = min(requested, 16) at batch >= 16.
-///   GDN (Qwen3.5-4B, -122B; group kernel, 7241bec): mixed 0.93-0.96x at batch 32, 1.07-1.40x from
-///     batch 64 (window 1.24-1.43x from 32): L = min(requested, 16) at batch >= 64.
+///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
+///     ordinary one, f46bfb9 / 16ce3b4 on two machines): at batch 8 window 1.16-1.21x, mixed
+///     1.02-1.03x (Nano-4B) and 1.06-1.09x (Super); batch 16 window 1.32-1.33x, mixed 1.14-1.16x
+///     (613ae4b); mixed 1.30-1.38x at 32, 1.40-1.66x from 64; batch 1 0.54-0.55x: L = min(requested,
+///     16) at batch >= 8 (smaller batches are not measured).
+///   GDN (Qwen3.5-4B, -122B; group kernel, the flush launch overlapping the ordinary one,
+///     7816903 / 16ce3b4): mixed 1.18x / 1.28x at batch 32, 1.27-1.49x from 64 (window 1.14x /
+///     1.37x at 32); at batch 8 Qwen3.5-4B mixed 0.89x: L = min(requested, 16) at batch >= 32.
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
 /// Errors: ConfigError if requested < 1 or batch < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested);
