@@ -229,15 +229,21 @@ TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
     st.put(batch.ptrs, batch.ids);
     for (int rpt : {4, 8}) {
       SCOPED_TRACE("group kernel rows/thread " + std::to_string(rpt));
-      cuda_test::expect_two_plans_bit_identical(pool, start, st, [&](int flush_kernel) {
-        cg::Plan plan;
-        plan.route = cg::Route::kOutputOnly, plan.kernel = 2, plan.rows_per_thread = rpt;
-        plan.flush_kernel = flush_kernel;
-        plan.early_exit = rpt == 8 ? 1 : 0;  // the ordinary launch's two ways to leave a flush row
-        gdn::Cache cache = pool.cache();
-        cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
-                        st.y.view(), plan);
-      });
+      // With early exit the flush launch may also overlap the ordinary one (Plan::overlap).
+      for (int overlap : {0, 1}) {
+        if (overlap == 1 && rpt != 8) continue;
+        SCOPED_TRACE("overlap " + std::to_string(overlap));
+        cuda_test::expect_two_plans_bit_identical(pool, start, st, [&](int flush_kernel) {
+          cg::Plan plan;
+          plan.route = cg::Route::kOutputOnly, plan.kernel = 2, plan.rows_per_thread = rpt;
+          plan.flush_kernel = flush_kernel;
+          plan.early_exit = rpt == 8 ? 1 : 0;  // the ordinary launch's two ways to leave a flush row
+          plan.overlap = overlap;
+          gdn::Cache cache = pool.cache();
+          cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
+                          st.y.view(), plan);
+        });
+      }
       EXPECT_TRUE(layer.guards_intact()) << "layer guard bytes overwritten";
       if (HasFailure()) return;
     }
@@ -410,6 +416,9 @@ TEST(GdnCudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     EXPECT_THROW(conventional(cache, p), ConfigError);
     p = {};
     p.rows_per_block = 17;  // V = 16
+    EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
+    p = {};
+    p.overlap = 2;  // 0, 1 or -1 (auto)
     EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
   }
   {  // a host tensor among device tensors (public API: device check)

@@ -259,15 +259,22 @@ TEST(Mamba2CudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
         const Batch batch(prm, rng, slots, 3, -1);
         DevStep st(prm, batch.size());
         st.put(batch.ptrs, batch.ids);
-        expect_two_plans_bit_identical(pool, start, st, [&](int flush_kernel) {
-          cm::Plan plan;
-          plan.route = cm::Route::kOutputOnly, plan.rows_per_thread = rpt;
-          plan.heads_per_block = hpb, plan.flush_kernel = flush_kernel;
-          plan.early_exit = hpb == 2 ? 1 : 0;  // the ordinary launch's two ways to leave a flush row
-          mamba2::Cache cache = pool.cache();
-          cm::replay_step(layer.layer, cache, pool.cursors(cfg), st.tokens(), st.rows(-1),
-                          st.y.view(), plan);
-        });
+        // With early exit the flush launch may also overlap the ordinary one (Plan::overlap):
+        // both ways must fold exactly as the one launch does.
+        for (int overlap : {0, 1}) {
+          if (overlap == 1 && hpb != 2) continue;
+          SCOPED_TRACE("overlap " + std::to_string(overlap));
+          expect_two_plans_bit_identical(pool, start, st, [&](int flush_kernel) {
+            cm::Plan plan;
+            plan.route = cm::Route::kOutputOnly, plan.rows_per_thread = rpt;
+            plan.heads_per_block = hpb, plan.flush_kernel = flush_kernel;
+            plan.early_exit = hpb == 2 ? 1 : 0;  // the ordinary launch's two ways to leave a flush row
+            plan.overlap = overlap;
+            mamba2::Cache cache = pool.cache();
+            cm::replay_step(layer.layer, cache, pool.cursors(cfg), st.tokens(), st.rows(-1),
+                            st.y.view(), plan);
+          });
+        }
         EXPECT_TRUE(layer.guards_intact()) << "layer guard bytes overwritten";
         if (HasFailure()) return;
       }
@@ -421,6 +428,14 @@ TEST(Mamba2CudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
     p = {};
     p.rows_per_block = 17;  // P = 16
+    EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
+    p = {};
+    p.overlap = 2;  // 0, 1 or -1 (auto)
+    EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
+    p = {};
+    p.flush_split = -1;  // 0 (auto) .. headdim
+    EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
+    p.flush_split = 17;
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
   }
   {  // a host tensor among device tensors

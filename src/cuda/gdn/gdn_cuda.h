@@ -75,7 +75,8 @@ struct Plan {
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
-/// uph=4,stages=3,prefetch=0,flush=0,exit=1" (any subset), checked like a forced plan.
+/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1" (any subset; pdl: overlap), checked like a
+/// forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.

@@ -69,13 +69,12 @@ struct ReplaySmem {
 /// the stages: ring B in fp32 by logical record [R][N], c_j·x_j by (row, logical record)
 /// [rows][xs] (xs: whole 16-byte units, an odd number of them, as ReplaySmem), the flush rows
 /// and their slots [kFlushScan] each, and one count per warp [32]. `rows` is rows_per_block.
-/// Threads of a flush block at most (eight warps: several blocks per SM; the host splits rows).
+/// Threads of a flush block at most (eight warps: several blocks per SM). An item is a whole head
+/// where its rows fit these warps (the host splits a head's rows only where they do not): a
+/// Super-120B head (64 rows of fp32, 32 KB) whole folds its all-flush step in 801 µs at batch 256
+/// against 868 µs in two halves, and four or eight pieces are slower still (H200, 7816903,
+/// bench/results/sweep-7816903.txt).
 constexpr int kFlushThreads = 256;
-/// Checkpoint tile bytes a flush block aims at (two stages of it in flight per block, two or three
-/// blocks per SM): the host splits a head's rows to stay under it. 32 KB keeps a Super-120B head
-/// (64 rows of fp32) whole: its all-flush step 868 -> 801 µs at batch 256 against 24 KB's two
-/// halves; four or eight pieces are slower still (H200, 7816903, bench/results/sweep-7816903.txt).
-constexpr int kFlushTileBytes = 32 * 1024;
 struct FlushSmem {
   enum Word { kOrigin, kHist, kALog, kDtBias, kD, kWords = 8 };
   int rows = 0, xs = 0;

@@ -317,7 +317,8 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
   launch_conventional<TIn, bf16>(p, ls, s);
 }
 
-/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1,pdl=1" (any
+/// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1,pdl=1,
+/// fsplit=2" (any
 /// subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
 /// replaces those fields of the dispatcher's choice for every replay step of the process.
 /// resolve_replay checks the result like a forced plan.
@@ -583,13 +584,10 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
   const HostLayout lay = HostLayout::of(d.d_state, state_bytes);
   const int64_t unit = lay.rows_per_warp * fs.rpt;
-  // Blocks of at most kFlushThreads and tiles of at most kFlushTileBytes (two stages of them per
-  // block), the head's rows split evenly: several blocks per SM.
-  f.nsplit = static_cast<int32_t>(
-      std::max(cdiv(d.headdim, kFlushThreads / 32 * unit),
-               plan.flush_split > 0
-                   ? int64_t{plan.flush_split}
-                   : cdiv(d.headdim * d.d_state * state_bytes, int64_t{kFlushTileBytes})));
+  // Blocks of at most kFlushThreads: whole heads where they fit, else the head's rows split
+  // evenly (or into the plan's flush_split pieces, rounded to whole row units).
+  f.nsplit = static_cast<int32_t>(std::max<int64_t>(cdiv(d.headdim, kFlushThreads / 32 * unit),
+                                                    plan.flush_split));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.headdim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.headdim, f.rows_per_block));
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
@@ -599,6 +597,9 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
                                           static_cast<int>(dtype_size(c.in_dtype)))
                                     .total) *
             sizeof(float);
+  check<UnsupportedError>(fs.smem <= kMaxReplaySmem, op, ": the flush launch needs ", fs.smem,
+                          " bytes of shared memory per block, expected <= ", kMaxReplaySmem,
+                          " (a shorter ring)");
   // A persistent grid: as many blocks as are resident at once (the launcher asks the occupancy
   // calculator), never more than there are items.
   fs.grid = dim3(static_cast<unsigned>(

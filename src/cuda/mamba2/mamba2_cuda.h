@@ -56,16 +56,17 @@ struct Plan {
   int overlap = -1;            ///< with flush_kernel 1 and early_exit 1: 1 = the flush launch
                                ///< starts while the ordinary launch's last blocks run
                                ///< (programmatic dependent launch, sm_90+); 0 = after it
-  int flush_split = 0;         ///< with flush_kernel 1: blocks per head of the flush launch's
-                               ///< items (0 = auto: the fewest whose checkpoint tiles stay
-                               ///< under kFlushTileBytes)
+  int flush_split = 0;         ///< with flush_kernel 1: pieces per head of the flush launch's
+                               ///< items, at least (rounded to whole row units; 0 = auto: whole
+                               ///< heads where their rows fit kFlushThreads)
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved).
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,
-/// prefetch=0,hpb=4,flush=0,exit=1,pdl=1" (any subset; split = blocks per head; pdl: overlap).
+/// prefetch=0,hpb=4,flush=0,exit=1,pdl=1,fsplit=2" (any subset; split = blocks per head; pdl:
+/// overlap; fsplit: flush_split).
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype,
                  DType ring_dtype = DType::kBF16);
 /// plan_replay for a launch whose tiles hold state_bits per element: 32 or 16 (the checkpoint or
