@@ -29,7 +29,7 @@ namespace {
 struct GenerateOptions {
   std::string model, prompts_file, prompt_ids, device = "auto", ssm = "auto", state = "fp32";
   std::vector<std::string> prompts;
-  int max_new_tokens = 64, ring = 16, batch = 0, max_context = 2048;
+  int max_new_tokens = 64, ring = 16, batch = 8, max_context = 2048;
   double temperature = 0.0, top_p = 1.0, dt_floor = 0.0;
   int top_k = 0;
   uint64_t seed = 0;
@@ -90,8 +90,7 @@ struct Run {
 /// Rows decoded at once: --batch (default 8), never more than there are requests (each row holds
 /// a slot with its KV cache and states).
 int batch_size(const GenerateOptions& o, size_t requests) {
-  const size_t want = o.batch > 0 ? static_cast<size_t>(o.batch) : 8;
-  return static_cast<int>(std::max<size_t>(1, std::min(want, requests)));
+  return static_cast<int>(std::max<size_t>(1, std::min(static_cast<size_t>(o.batch), requests)));
 }
 
 Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<engine::Request>& reqs,
@@ -317,7 +316,7 @@ void add_generate(CLI::App& app, Action& action) {
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
                                        "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16, fp32/fp8, "
                                        "fp32/nvfp4 on Mamba-2");
-  sub->add_option("--batch", o->batch, "requests decoded at once (default 8; at most the number of requests)")
+  sub->add_option("--batch", o->batch, "requests decoded at once (at most the number of requests)")
       ->check(in_range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(in_range(1, 1 << 20));
   sub->add_option("--temperature", o->temperature, "0 = greedy")

@@ -19,7 +19,7 @@ const char* ssm_family_name(SsmFamily f);
 ///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
 ///     ordinary one, f46bfb9 / 16ce3b4 on two machines): at batch 8 window 1.16-1.21x, mixed
 ///     1.02-1.03x (Nano-4B) and 1.06-1.09x (Super); batch 16 window 1.32-1.33x, mixed 1.14-1.16x
-///     (613ae4b); mixed 1.30-1.38x at 32, 1.40-1.66x from 64; batch 1 0.54-0.55x: L = min(requested,
+///     (613ae4b); mixed 1.30-1.38x at 32, 1.38-1.66x from 64; batch 1 0.54-0.55x: L = min(requested,
 ///     16) at batch >= 8 (smaller batches are not measured).
 ///   GDN (Qwen3.5-4B, -122B; group kernel, the flush launch overlapping the ordinary one,
 ///     7816903 / 16ce3b4): mixed 1.18x / 1.28x at batch 32, 1.27-1.49x from 64 (window 1.14x /
