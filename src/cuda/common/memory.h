@@ -16,6 +16,12 @@ void device_memset(void* dst, int byte, size_t bytes);
 void device_synchronize();
 /// Multiprocessor count of the current device (0 when there is none).
 int sm_count();
+/// The multiprocessor count the launch plans size their grids by: sm_count(), or the H200's 132
+/// where there is no device (plans stay defined, e.g. for host-side checks).
+inline int device_sms() {
+  const int n = sm_count();
+  return n > 0 ? n : 132;
+}
 /// Dynamic shared memory one block may opt into on the current device (227 KB on sm_90; the
 /// sm_90 value when the query fails).
 size_t max_block_smem();

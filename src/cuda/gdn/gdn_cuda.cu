@@ -158,10 +158,6 @@ StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, co
   return p;
 }
 
-int device_sms() {
-  const int n = sm_count();
-  return n > 0 ? n : 132;
-}
 
 /// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
 /// GPU moves that in ~10 µs), above it bandwidth-bound.

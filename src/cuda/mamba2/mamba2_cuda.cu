@@ -153,10 +153,6 @@ void split_rows(int64_t P, int64_t unit, int64_t max_rows, int64_t blocks_per_sp
   rows_per_block = static_cast<int>(cdiv(P, nsplit));
 }
 
-int device_sms() {
-  const int n = sm_count();
-  return n > 0 ? n : 132;
-}
 
 /// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
 /// GPU moves that in ~10 µs), above it bandwidth-bound.
