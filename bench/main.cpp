@@ -253,13 +253,17 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
   cfg.inputs = a.inputs == "f32" ? DType::kF32 : DType::kBF16;
   cfg.shapes = a.shapes;
   if (cfg.inputs != DType::kBF16) {  // checked before the device: a usage error needs no GPU
-    if (cmd.count("--shapes") == 0) cfg.shapes = {"nano-4b", "super-120b"};
+    std::vector<std::string> mamba2;
+    std::string names;
+    for (const Mamba2Shape& m : mamba2_shapes())
+      names += (mamba2.empty() ? "" : ", ") + m.name, mamba2.push_back(m.name);
+    if (cmd.count("--shapes") == 0) cfg.shapes = mamba2;
     for (const std::string& s : cfg.shapes)
-      if (s != "nano-4b" && s != "super-120b") {
+      if (std::find(mamba2.begin(), mamba2.end(), s) == mamba2.end()) {
         std::fprintf(stderr,
-                     "replayssm_bench: error: --inputs f32 is for the Mamba-2 shapes (nano-4b, "
-                     "super-120b); %s runs bf16 inputs only\n",
-                     s.c_str());
+                     "replayssm_bench: error: --inputs f32 is for the Mamba-2 shapes (%s); %s runs "
+                     "bf16 inputs only\n",
+                     names.c_str(), s.c_str());
         return 2;
       }
   }

@@ -345,7 +345,6 @@ TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
   walk_each_kernel(c, test_seed(509));
 }
 
-
 // Eight heads per group (the group kernel folds flush rows through more heads than stages) and the
 // longest ring the kernels take (R = 64: the window's second lane word full).
 TEST(Mamba2CudaVerify, RandomWalkManyHeadsPerGroupAndFullRing) {

@@ -158,7 +158,6 @@ StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, co
   return p;
 }
 
-
 /// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
 /// GPU moves that in ~10 µs), above it bandwidth-bound.
 bool latency_bound(const Dims& d, int64_t batch, DType state) {
@@ -277,7 +276,8 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0,exit=1,pdl=1" (any subset) replaces those fields of the dispatcher's choice for every replay step of the process.
+/// flush=0,exit=1,pdl=1" (any subset) replaces those fields of the dispatcher's choice for every
+/// replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "kernel") p.kernel = v;
@@ -420,7 +420,8 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // Mamba-2: bench/NOTES_gdn.md "Early exit").
   p.early_exit = 1;
   // The flush launch starts while the ordinary launch's last wave runs (programmatic dependent
-  // launch; as for Mamba-2: bench/NOTES.md "Overlapping the flush launch").
+  // launch; as for Mamba-2: bench/NOTES.md "FlashInfer side by side, and the flush launch
+  // overlapping the ordinary one").
   p.overlap = 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {

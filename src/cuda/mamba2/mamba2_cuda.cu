@@ -153,7 +153,6 @@ void split_rows(int64_t P, int64_t unit, int64_t max_rows, int64_t blocks_per_sp
   rows_per_block = static_cast<int>(cdiv(P, nsplit));
 }
 
-
 /// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
 /// GPU moves that in ~10 µs), above it bandwidth-bound.
 bool latency_bound(const Dims& d, int64_t batch, int state_bits) {
@@ -314,9 +313,9 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
 }
 
 /// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1,pdl=1,
-/// fsplit=2" (any
-/// subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row chunks when P is)
-/// replaces those fields of the dispatcher's choice for every replay step of the process.
+/// fsplit=2" (any subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row
+/// chunks when P is) replaces those fields of the dispatcher's choice for every replay step of the
+/// process.
 /// resolve_replay checks the result like a forced plan.
 void override_replay_plan(Plan& p, int64_t P) {
   for_each_plan_override("RSSM_MAMBA2_REPLAY_PLAN", [&](const std::string& key, int v) {

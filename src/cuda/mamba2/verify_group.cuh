@@ -81,7 +81,6 @@ constexpr unsigned kFull = 0xffffffffu;
 
 constexpr int log2i(int v) { return v <= 1 ? 0 : 1 + log2i(v / 2); }
 
-
 /// The chain warp's B_l·C_s for one record (NL elements of B per lane, c the tokens' C over the
 /// same elements): lane groups of 32 / KT lanes end with token column lane >> log2(32 / KT); the
 /// group's first lane writes bc[l][col]. Every lane of the warp must call it.
