@@ -25,14 +25,4 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-/// The ordinary launch of a step whose flush launch was enqueued first and runs beside it the
-/// whole way (Plan::overlap 2; the flush launch triggers at its start): the grid's last block
-/// waits for the flush launch, so that this launch's completion still implies it. That block is
-/// scheduled last, when the flush launch has mostly finished; the others never wait.
-__device__ __forceinline__ void pdl_wait_in_last_block(bool on) {
-  if (on && blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
-      blockIdx.z == gridDim.z - 1)
-    pdl_wait();
-}
-
 }  // namespace replayssm::cuda

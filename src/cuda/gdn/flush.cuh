@@ -177,9 +177,6 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
 /// split): common/flush_rows.cuh.
 template <class TIn, class TState, int K, int RPT>
 __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
-  // Enqueued first (Plan::overlap 2), the step's ordinary launch may start beside this one at
-  // once: the two touch disjoint rows, and that launch's last block waits for this one.
-  pdl_launch_dependents();
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, K, p.rows_per_block);
   auto item = [&](int b, int slot, int rest) {
@@ -189,9 +186,8 @@ __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParam
   for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
                       reinterpret_cast<int*>(smem + sm.list),
                       reinterpret_cast<int*>(smem + sm.warps), item);
-  // Launched to overlap the ordinary launch (Plan::overlap 1), this kernel reads nothing that
+  // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
   // launch writes; it still ends only after it, so that what follows in the stream sees both.
-  // (Enqueued first, Plan::overlap 2, it is a plain launch: this returns at once.)
   pdl_wait();
 }
 

@@ -239,11 +239,8 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   check<ConfigError>(p.early_exit == 0 || p.early_exit == 1, op, ": plan early_exit = ",
                      p.early_exit, ", expected -1 (auto), 0 or 1");
   if (p.overlap < 0) p.overlap = std::max(autop.overlap, 0);
-  check<ConfigError>(p.overlap >= 0 && p.overlap <= 2, op, ": plan overlap = ", p.overlap,
-                     ", expected -1 (auto), 0, 1 or 2");
-  if (p.flush_grid == 0) p.flush_grid = autop.flush_grid;
-  check<ConfigError>(p.flush_grid >= 0, op, ": plan flush_grid = ", p.flush_grid,
-                     ", expected 0 (auto) or a block count");
+  check<ConfigError>(p.overlap == 0 || p.overlap == 1, op, ": plan overlap = ", p.overlap,
+                     ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -279,7 +276,7 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0,exit=1,pdl=1,fgrid=132" (any subset) replaces those fields of the dispatcher's choice for every
+/// flush=0,exit=1,pdl=1" (any subset) replaces those fields of the dispatcher's choice for every
 /// replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
@@ -292,7 +289,6 @@ void override_replay_plan(Plan& p) {
     if (key == "flush") p.flush_kernel = v;
     if (key == "exit") p.early_exit = v;
     if (key == "pdl") p.overlap = v;
-    if (key == "fgrid") p.flush_grid = v;
   });
 }
 
@@ -568,22 +564,12 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // refold their flush rows in the group kernel's flush launch, KDA folds in one launch.
   if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1)
     return launch(p, ls);
-  // The two launches may overlap only when the ordinary launch's flush-row blocks leave before
-  // reading anything: then the two touch disjoint rows and slots. Plan::overlap 2: the flush
-  // launch first, on a few blocks, and the ordinary launch beside it the whole way (its last
-  // block waits for the flush launch); 1: the flush launch during the ordinary one's last wave.
-  const bool disjoint = plan.early_exit == 1;
-  const bool flush_first = disjoint && plan.overlap == 2;
   p.only = 1;
   p.early_exit = plan.early_exit == 1;
-  p.wait_last = flush_first;
-  LaunchShape os = ls;
-  os.overlap = flush_first;
-  if (!flush_first) launch(p, os);
+  launch(p, ls);
   StepParams f = p;
   f.only = 2;
   f.early_exit = false;
-  f.wait_last = false;
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;
   const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);
@@ -592,21 +578,18 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
   LaunchShape fs = ls;
   fs.flush = true;
-  fs.overlap = disjoint && plan.overlap == 1;
+  // Only when the ordinary launch's flush-row blocks leave before reading anything: the two
+  // launches then touch disjoint rows and slots.
+  fs.overlap = p.early_exit && plan.overlap == 1;
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block).total *
       sizeof(float));
   check_smem(fs.smem, op);
-  // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items;
-  // beside the ordinary launch, flush_grid.
-  int64_t blocks =
-      std::min<int64_t>(c.batch * d.num_v_heads * f.nsplit, std::numeric_limits<int32_t>::max());
-  if (flush_first)
-    blocks = std::min<int64_t>(blocks, plan.flush_grid > 0 ? plan.flush_grid : device_sms());
-  fs.grid = dim3(static_cast<unsigned>(blocks));
+  // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
+  fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(
+      c.batch * d.num_v_heads * f.nsplit, std::numeric_limits<int32_t>::max())));
   launch(f, fs);
-  if (flush_first) launch(p, os);
 }
 }  // namespace
 

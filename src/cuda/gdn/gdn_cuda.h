@@ -66,11 +66,7 @@ struct Plan {
                             ///< first); 0 = after (the stages in flight are read and dropped)
   int overlap = -1;         ///< with flush_kernel 1 and early_exit 1: 1 = the flush launch
                             ///< starts while the ordinary launch's last blocks run (programmatic
-                            ///< dependent launch, sm_90+); 2 = the flush launch first, on
-                            ///< flush_grid blocks, and the ordinary launch beside it the whole
-                            ///< way; 0 = the flush launch after the other
-  int flush_grid = 0;       ///< with overlap 2: blocks of the flush launch (0 = auto: one per SM;
-                            ///< never more than are resident at once or than items)
+                            ///< dependent launch, sm_90+); 0 = after it
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may
@@ -79,8 +75,8 @@ struct Plan {
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
-/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1,fgrid=132" (any subset; pdl: overlap; fgrid:
-/// flush_grid), checked like a forced plan.
+/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1" (any subset; pdl: overlap), checked like a
+/// forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.

@@ -52,8 +52,6 @@ struct StepParams {
   // read from the copy enters the recurrence — and writing the copy
   int8_t only = 0;            ///< 0 every row; 1 ordinary rows only; 2 flush rows only
   bool early_exit = false;    ///< only = 1: a flush row leaves before its checkpoint is requested
-  bool wait_last = false;     ///< only = 1 beside a flush launch enqueued first (Plan::overlap
-                              ///< 2): the grid's last block waits for that launch (pdl_wait)
   void* copy = nullptr;       ///< flush rows: the read copy [slots, HV, V, K] to write
   bool copy_f16 = false;      ///< the read copy is float16 (else bfloat16)
   float* ring_v = nullptr;    ///< [slots, HV, R, V] (split modes)

@@ -79,7 +79,6 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     return static_cast<TIn*>(p.y)[(static_cast<int64_t>(b) * p.HV + vh) * p.V + row];
   };
 
-  pdl_wait_in_last_block(p.wait_last);  // Plan::overlap 2
   const int slot = p.slot_ids[b];
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
     for (int v = tid; v < NU * U; v += blockDim.x) {

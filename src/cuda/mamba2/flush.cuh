@@ -352,9 +352,6 @@ __global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParam
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, N, p.rows_per_block, static_cast<int>(sizeof(TState)),
                      static_cast<int>(sizeof(TRing)), static_cast<int>(sizeof(TIn)));
-  // Enqueued first (Plan::overlap 2), the step's ordinary launch may start beside this one at
-  // once: the two touch disjoint rows, and that launch's last block waits for this one.
-  pdl_launch_dependents();
   int* const list = reinterpret_cast<int*>(smem + sm.list);
   int* const slots = reinterpret_cast<int*>(smem + sm.slots);
   const int per_row = p.H * p.nsplit;
@@ -388,10 +385,9 @@ __global__ void __launch_bounds__(kFlushThreads, 2) flush_kernel(const StepParam
     }
     __syncthreads();  // the list is rewritten for the next rows
   }
-  // Launched to overlap the ordinary launch (Plan::overlap 1), this kernel reads nothing that
+  // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
   // launch writes; it still ends only after that launch, so that what follows in the stream,
-  // which waits for this kernel alone, sees both. (Enqueued first, Plan::overlap 2, it is a
-  // plain launch: this returns at once.)
+  // which waits for this kernel alone, sees both.
   pdl_wait();
 }
 

@@ -258,13 +258,10 @@ Plan resolve_replay(const Plan& forced, const Dims& d, int64_t batch, int32_t L,
                      ": plan early_exit = ", p.early_exit, ", expected -1 (auto), 0 or 1");
   if (p.overlap < 0) p.overlap = autop.overlap;
   if (p.flush_split == 0) p.flush_split = autop.flush_split;
-  if (p.flush_grid == 0) p.flush_grid = autop.flush_grid;
   check<ConfigError>(p.flush_split >= 0 && p.flush_split <= d.headdim, op,
                      ": plan flush_split = ", p.flush_split, ", expected 0 (auto) .. ", d.headdim);
-  check<ConfigError>(p.overlap >= 0 && p.overlap <= 2, op,
-                     ": plan overlap = ", p.overlap, ", expected -1 (auto), 0, 1 or 2");
-  check<ConfigError>(p.flush_grid >= 0, op, ": plan flush_grid = ", p.flush_grid,
-                     ", expected 0 (auto) or a block count");
+  check<ConfigError>(p.overlap == 0 || p.overlap == 1, op,
+                     ": plan overlap = ", p.overlap, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.rows_per_block >= 1 && p.rows_per_block <= d.headdim, op,
                      ": plan rows_per_block = ", p.rows_per_block, ", expected 1..", d.headdim);
   group = group_rows(d.headdim, p.rows_per_block);
@@ -316,7 +313,7 @@ void dispatch_conventional_state(DType state, const StepParams& p, const LaunchS
 }
 
 /// Tuning runs only: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,prefetch=0,hpb=4,flush=0,exit=1,pdl=1,
-/// fsplit=2,fgrid=132" (any subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row
+/// fsplit=2" (any subset; split = blocks per head: rows_per_block = ceil(P / split), in whole 8-row
 /// chunks when P is) replaces those fields of the dispatcher's choice for every replay step of the
 /// process.
 /// resolve_replay checks the result like a forced plan.
@@ -332,7 +329,6 @@ void override_replay_plan(Plan& p, int64_t P) {
     if (key == "exit") p.early_exit = v;
     if (key == "pdl") p.overlap = v;
     if (key == "fsplit") p.flush_split = v;
-    if (key == "fgrid") p.flush_grid = v;
   });
 }
 
@@ -560,33 +556,24 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   const bool inputs16 = at16(p.x) && at16(p.B) && at16(p.C) && (!p.has_z || at16(p.z));
   if (!group || quant || p.state_route || plan.flush_kernel != 1 || !inputs16)
     return enqueue(p, ls);
-  // The two launches may overlap only when the ordinary launch's flush-row blocks leave before
-  // reading anything: then the two read and write disjoint rows and slots.
-  const bool disjoint = only == 0 && plan.early_exit == 1;
-  // Plan::overlap 2: the flush launch first, on a few blocks, and the ordinary launch beside it
-  // the whole way (its last block waits for the flush launch).
-  const bool flush_first = disjoint && plan.overlap == 2;
-  auto ordinary = [&] {
-    StepParams o = p;
-    o.only = 1;
-    o.early_exit = plan.early_exit == 1;
-    o.wait_last = flush_first;
-    LaunchShape os = ls;
-    os.overlap = flush_first;
-    enqueue(o, os);
-  };
-  if (only != 2 && !flush_first) {
-    ordinary();
+  bool overlap = false;
+  if (only != 2) {
+    p.only = 1;
+    p.early_exit = plan.early_exit == 1;
+    enqueue(p, ls);
     // A split mode's ordinary launch (only = 1 over the 16-bit read copy): its flush launch is
     // the caller's next call (only = 2, over the fp32 checkpoint).
     if (only == 1) return;
+    // The flush launch may overlap the ordinary one only when that launch's flush-row blocks
+    // leave before reading anything: then the two read and write disjoint rows and slots.
+    overlap = p.early_exit && plan.overlap == 1;
+    p.early_exit = false;
   }
   StepParams f = p;
   f.only = 2;
-  f.early_exit = false;
   LaunchShape fs;
   fs.flush = true;
-  fs.overlap = disjoint && plan.overlap == 1;
+  fs.overlap = overlap;
   fs.N = ls.N;
   const int64_t state_bytes = dtype_size(c.state_dtype);
   fs.rpt = state_bytes == 4 ? 8 : 4;  // 32 state registers per thread either way
@@ -609,14 +596,10 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
                           " bytes of shared memory per block, expected <= ", kMaxReplaySmem,
                           " (a shorter ring)");
   // A persistent grid: as many blocks as are resident at once (the launcher asks the occupancy
-  // calculator), never more than there are items; beside the ordinary launch, flush_grid.
-  int64_t blocks =
-      std::min<int64_t>(c.batch * d.nheads * f.nsplit, std::numeric_limits<int32_t>::max());
-  if (flush_first)
-    blocks = std::min<int64_t>(blocks, plan.flush_grid > 0 ? plan.flush_grid : device_sms());
-  fs.grid = dim3(static_cast<unsigned>(blocks));
+  // calculator), never more than there are items.
+  fs.grid = dim3(static_cast<unsigned>(
+      std::min<int64_t>(c.batch * d.nheads * f.nsplit, std::numeric_limits<int32_t>::max())));
   enqueue(f, fs);
-  if (flush_first) ordinary();
 }
 
 /// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the

@@ -55,11 +55,7 @@ struct Plan {
                                ///< round trip first); 0 = after (two stages read and dropped)
   int overlap = -1;            ///< with flush_kernel 1 and early_exit 1: 1 = the flush launch
                                ///< starts while the ordinary launch's last blocks run
-                               ///< (programmatic dependent launch, sm_90+); 2 = the flush
-                               ///< launch first, on flush_grid blocks, and the ordinary launch
-                               ///< beside it the whole way; 0 = flush launch after the other
-  int flush_grid = 0;          ///< with overlap 2: blocks of the flush launch (0 = auto: one per
-                               ///< SM; never more than are resident at once or than items)
+                               ///< (programmatic dependent launch, sm_90+); 0 = after it
   int flush_split = 0;         ///< with flush_kernel 1: pieces per head of the flush launch's
                                ///< items, at least (rounded to whole row units; 0 = auto: whole
                                ///< heads where their rows fit kFlushThreads)
@@ -69,8 +65,8 @@ struct Plan {
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,
-/// prefetch=0,hpb=4,flush=0,exit=1,pdl=1,fsplit=2,fgrid=132" (any subset; split = blocks per
-/// head; pdl: overlap; fsplit: flush_split; fgrid: flush_grid).
+/// prefetch=0,hpb=4,flush=0,exit=1,pdl=1,fsplit=2" (any subset; split = blocks per head; pdl:
+/// overlap; fsplit: flush_split).
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype,
                  DType ring_dtype = DType::kBF16);
 /// plan_replay for a launch whose tiles hold state_bits per element: 32 or 16 (the checkpoint or

@@ -47,8 +47,6 @@ struct StepParams {
   // also writes the read copy (rounded from the new fp32 state). Group kernel only.
   int8_t only = 0;         ///< 0 every row; 1 ordinary rows only; 2 flush rows only
   bool early_exit = false;  ///< only = 1: a flush row leaves before its checkpoint is requested
-  bool wait_last = false;   ///< only = 1 beside a flush launch enqueued first (Plan::overlap 2):
-                            ///< the grid's last block waits for that launch (pdl_wait)
   void* copy = nullptr;    ///< flush rows: the read copy [slots, H, P, N] to write (or none)
   bool copy_f16 = false;   ///< the read copy is float16 (else bfloat16)
   // quantised read copies (fp32/nvfp4, fp32/fp8; the ordinary launch, only = 1): `state` holds the

@@ -89,7 +89,6 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   const int pass = (nstream >> 5) * Lay::kRowsPerWarp;    // rows per pass of the streaming warps
   TIn* const y0 = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
 
-  pdl_wait_in_last_block(p.wait_last);  // Plan::overlap 2
   const int slot = p.slot_ids[b];
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
     for (int v = tid; v < V; v += nthreads) {
