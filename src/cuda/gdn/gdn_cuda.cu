@@ -268,11 +268,13 @@ int64_t group_unit_rows(const Dims& d, DType state, int64_t rpt) {
   return kGroupStreamWarps * warp_rows(d, state, rpt);
 }
 
-GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state) {
+/// The group kernel's shared memory; `folds`: whether a row of the launch may fold (group_folds),
+/// the most it needs.
+GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool folds = true) {
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
   return GroupSmem(R, d.head_k_dim, kda ? d.head_k_dim : 1,
                    group_unit_rows(d, state, p.rows_per_thread), dtype_size(state),
-                   p.heads_per_block, p.units_per_head, p.stages);
+                   p.heads_per_block, p.units_per_head, p.stages, folds || kda);
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
@@ -554,7 +556,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
     ls.rpt = plan.rows_per_thread;
   }
   const auto stream = static_cast<cudaStream_t>(rows.stream);
-  auto launch = [&](const StepParams& q, const LaunchShape& s) {
+  auto launch = [&](const StepParams& q, const LaunchShape& s0) {
+    LaunchShape s = s0;
+    if (q.group_kernel)  // a launch that folds no row stages no ring k^ (GDN)
+      s.smem = static_cast<size_t>(group_smem(d, plan, R, c.state_dtype, group_folds(q)).total) *
+               sizeof(float);
     if (c.in_dtype == kF32)
       dispatch_replay<float>(c.state_dtype, q, s, stream);
     else

@@ -34,8 +34,12 @@
 
 namespace replayssm::cuda::gdn {
 
-template <class TIn, class TState, int K, bool KDA, int RPT>
-__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_kernel(const StepParams p) {
+// FOLD = false (group_folds, launch.h): an ordinary launch (only = 1, output-only route), whose
+// flush rows leave before the row loop: the fold is not compiled, nor is ring k^ staged (GDN), so
+// the GDN instantiation at 4 rows per thread fits 96 registers and a fourth block per SM.
+template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
+__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
+    replay_group_kernel(const StepParams p) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, KDA>;
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
@@ -49,7 +53,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, NHB = p.heads_per_block, UPH = p.units_per_head, NS = p.stages;
   const int NU = NHB * UPH;
-  const GroupSmem sm(R, K, GW, U, static_cast<int>(sizeof(TState)), NHB, UPH, NS);
+  const GroupSmem sm(R, K, GW, U, static_cast<int>(sizeof(TState)), NHB, UPH, NS, FOLD || KDA);
   float* const sU = smem + sm.u;      // [NU][R][U] ring u of the units, by physical ring row
   float* const sK = smem + sm.k;      // [R][K] ring k^ by logical record (KDA fold: k^_j ⊙ c_j)
   float* const sKK = smem + sm.kk;    // [R] k^_j·k^
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
     const int cg = lane / LPR;
     t.load(p, b, vh0, lr);
     const float* ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
-    const bool keep_k = fold || KDA;
+    const bool keep_k = (FOLD && fold) || KDA;  // sK exists only then
     if (!all) resolve();
     const int nrec = all ? R : hist;
     constexpr int RB = 4;  // records per row group in flight
@@ -462,7 +466,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? 3 : 2) replay_group_
           pq = lane_group_sum<LPR>(pq);
           if (r < n && lr == 0) sDot[k * U + r] = make_float2(pk, pq);
         }
-      } else {
+      } else if constexpr (FOLD) {
         if (hd != cur_head) {  // the token's gate and beta of this value head
           cur_head = hd;
           t.load(p, b, vh, lr);
