@@ -449,8 +449,14 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
       break;
     }
   p.heads_per_block = kda ? 1 : hpb;
+  // 4 rows per thread (16 KB fp32 units) while that makes <= 8 units per block, else 8; but an
+  // ordinary launch without the fold (flush_kernel 1) keeps 4 wherever its blocks fill three per
+  // SM: it then fits three or four blocks per SM against two (H200, df46788: Qwen3.5-122B batch 256
+  // window 369 -> 323 µs, batch 32 54 -> 48 µs; batch 8, one block per SM, 17 -> 25 µs).
   p.rows_per_thread = 4;
-  if (p.heads_per_block * cdiv(d.head_v_dim, group_unit_rows(d, state, 4)) > 8)
+  const int64_t blocks = batch * d.num_k_heads * (group / p.heads_per_block);  // whole V each
+  const bool fill = p.flush_kernel == 1 && blocks >= 3 * device_sms();
+  if (!fill && p.heads_per_block * cdiv(d.head_v_dim, group_unit_rows(d, state, 4)) > 8)
     p.rows_per_thread = 8;
   p.units_per_head =
       static_cast<int>(cdiv(d.head_v_dim, group_unit_rows(d, state, p.rows_per_thread)));
