@@ -449,17 +449,26 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
       break;
     }
   p.heads_per_block = kda ? 1 : hpb;
-  // 4 rows per thread (16 KB fp32 units) while that makes <= 8 units per block, else 8; but an
-  // ordinary launch without the fold (flush_kernel 1) keeps 4 wherever its blocks fill three per
-  // SM: it then fits three or four blocks per SM against two (H200, df46788: Qwen3.5-122B batch 256
-  // window 369 -> 323 µs, batch 32 54 -> 48 µs; batch 8, one block per SM, 17 -> 25 µs).
+  // Blocks of <= 8 units of 4 rows per thread (16 KB fp32 units). Where the key head's value
+  // heads have more, 8 rows per thread (whole V per block: the chain paid once per value head);
+  // but an ordinary launch without the fold (flush_kernel 1) keeps 4 rows and splits V over
+  // blocks of 8 units wherever those fill three blocks per SM: they fit four per SM against two
+  // (H200, df46788, forced plan: Qwen3.5-122B batch 256 window 369 -> 323 µs, batch 32 54 -> 48 µs;
+  // at batch 8, one block per SM, 17 -> 25 µs).
   p.rows_per_thread = 4;
-  const int64_t blocks = batch * d.num_k_heads * (group / p.heads_per_block);  // whole V each
-  const bool fill = p.flush_kernel == 1 && blocks >= 3 * device_sms();
-  if (!fill && p.heads_per_block * cdiv(d.head_v_dim, group_unit_rows(d, state, 4)) > 8)
-    p.rows_per_thread = 8;
-  p.units_per_head =
-      static_cast<int>(cdiv(d.head_v_dim, group_unit_rows(d, state, p.rows_per_thread)));
+  const int64_t units4 = cdiv(d.head_v_dim, group_unit_rows(d, state, 4));
+  int64_t uph = units4;  // whole V per block
+  if (p.heads_per_block * units4 > 8) {
+    const int64_t split = std::max<int64_t>(1, 8 / p.heads_per_block);
+    const int64_t blocks = batch * d.num_k_heads * (group / p.heads_per_block) * cdiv(units4, split);
+    if (p.flush_kernel == 1 && blocks >= 3 * device_sms()) {
+      uph = split;
+    } else {
+      p.rows_per_thread = 8;
+      uph = cdiv(d.head_v_dim, group_unit_rows(d, state, 8));
+    }
+  }
+  p.units_per_head = static_cast<int>(uph);
   constexpr int64_t kTwoPerSm = 110 * 1024;
   while (group_smem(d, p, L, state).total * 4 > kTwoPerSm &&
          (p.heads_per_block > 1 || p.units_per_head > 1)) {
