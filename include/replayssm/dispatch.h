@@ -21,9 +21,10 @@ const char* ssm_family_name(SsmFamily f);
 ///     1.02-1.03x (Nano-4B) and 1.06-1.09x (Super); batch 16 window 1.32-1.33x, mixed 1.14-1.16x
 ///     (613ae4b); mixed 1.30-1.38x at 32, 1.38-1.66x from 64; batch 1 0.54-0.55x: L = min(requested,
 ///     16) at batch >= 8 (smaller batches are not measured).
-///   GDN (Qwen3.5-4B, -122B; group kernel, the flush launch overlapping the ordinary one,
-///     7816903 / 16ce3b4): mixed 1.18x / 1.28x at batch 32, 1.27-1.49x from 64 (window 1.14x /
-///     1.37x at 32); at batch 8 Qwen3.5-4B mixed 0.89x: L = min(requested, 16) at batch >= 32.
+///   GDN (Qwen3.5-4B, -122B; group kernel, the ordinary launch without the fold, the flush launch
+///     overlapping it; df46788 / f44553d / af3cdd6, three calls): at batch 8 mixed 1.08x / 1.22x
+///     (window 1.10x / 1.35x), at 32 1.27x / 1.40x, 1.41-1.60x from 64; batch 1 0.46-0.55x:
+///     L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
 /// Errors: ConfigError if requested < 1 or batch < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested);

@@ -22,7 +22,7 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
     case SsmFamily::kMamba2:
       return batch >= 8 ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kGdn:
-      return batch >= 32 ? std::min<int32_t>(requested, 16) : 1;
+      return batch >= 8 ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kKda:
       return 1;
   }

@@ -107,18 +107,20 @@ struct FlushSmem {
   }
 };
 
-/// The replay group kernel (replay_group.cuh): token x and z elements per streaming thread, and
-/// its shared memory in floats from the start (every part 16-byte aligned): two checkpoint stages
+/// The replay group kernel (replay_group.cuh): token x elements per streaming thread, and its
+/// shared memory in floats from the start (every part 16-byte aligned): two checkpoint stages
 /// [rows][N] (state_bits per element; a quantised read copy has K stages, one per head, each
 /// with one scale word per (row, chunk) after its codes at `side`), ring x [K][R][rows] (ring
-/// dtype, by physical row), sB [R][N] ring B by logical record (none for a quantised copy), S0·C, the token's x and z [K][rows] each, record weights
-/// [K][cs], B_j·C [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K
-/// heads_per_block.
+/// dtype, by physical row), sB [R][N] ring B by logical record (only where a row may fold: `fold`,
+/// never for a quantised copy), S0·C and the token's x [K][rows] each, record weights [K][cs],
+/// B_j·C [cs], and per head (A, delta, D, ā). `rows` is rows_per_block, K heads_per_block. The
+/// token's z is read from global memory where y is formed.
 constexpr int kGroupTokenItems = 8;
 struct GroupSmem {
   int cs = 0, tile = 0, side = 0;  ///< weights' row stride; floats of one stage; its scale words
-  int x = 0, B = 0, d = 0, xt = 0, z = 0, coef = 0, bc = 0, head = 0, total = 0;
-  __host__ __device__ GroupSmem(int R, int N, int rows, int state_bits, int ring_bytes, int K) {
+  int x = 0, B = 0, d = 0, xt = 0, coef = 0, bc = 0, head = 0, total = 0;
+  __host__ __device__ GroupSmem(int R, int N, int rows, int state_bits, int ring_bytes, int K,
+                                bool fold) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     cs = up4(R + 1);
     side = up4(rows * N * state_bits / 32);
@@ -126,10 +128,9 @@ struct GroupSmem {
     tile = up4(side + (state_bits <= 8 ? rows * chunks : 0));
     x = (state_bits <= 8 ? K : 2) * tile;  // a quantised copy stages every head at once
     B = x + up4((K * R * rows * ring_bytes + 3) / 4);
-    d = B + (state_bits <= 8 ? 0 : R * N);  // ring B rows are for folds only
+    d = B + (fold && state_bits > 8 ? R * N : 0);  // ring B rows are for folds only
     xt = d + up4(K * rows);
-    z = xt + up4(K * rows);
-    coef = z + up4(K * rows);
+    coef = xt + up4(K * rows);
     bc = coef + K * cs;
     head = bc + cs;
     total = head + 4 * K;

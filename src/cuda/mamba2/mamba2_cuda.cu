@@ -204,10 +204,13 @@ bool group_rows(int64_t P, int64_t rows) {
 /// Bits per state element of a replay launch's tiles: the checkpoint dtype's, or the read copy's.
 int bits_of(DType state) { return static_cast<int>(8 * dtype_size(state)); }
 
-int64_t group_smem(const Dims& d, int64_t K, int64_t rows, int64_t R, int state_bits, DType ring) {
+/// Bytes of the group kernel's shared memory; `fold`: whether a row of the launch may fold (the
+/// FOLD = true instantiation: every launch but an ordinary one, only = 1, on the output-only
+/// route), which stages ring B too.
+int64_t group_smem(const Dims& d, int64_t K, int64_t rows, int64_t R, int state_bits, DType ring,
+                   bool fold) {
   const GroupSmem sm(static_cast<int>(R), static_cast<int>(d.d_state), static_cast<int>(rows),
-                     state_bits, static_cast<int>(dtype_size(ring)),
-                     static_cast<int>(K));
+                     state_bits, static_cast<int>(dtype_size(ring)), static_cast<int>(K), fold);
   return static_cast<int64_t>(sm.total) * 4;
 }
 
@@ -406,7 +409,7 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
       int64_t best = std::numeric_limits<int64_t>::max();
       for (int64_t K = 1; K <= hpg; ++K) {
         if (hpg % K != 0) continue;
-        if (group_smem(d, K, d.headdim, L, state_bits, ring) > kGroupSmemBudget) continue;
+        if (group_smem(d, K, d.headdim, L, state_bits, ring, true) > kGroupSmemBudget) continue;
         if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
         const int64_t waves = cdiv(rows_b * d.nheads / K, 2 * sms);
         if (waves < best) best = waves, p.heads_per_block = static_cast<int>(K);
@@ -523,8 +526,8 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   if (group) {
     ls.grid = dim3(static_cast<unsigned>(d.ngroups * p.nchunks * p.nsplit),
                    static_cast<unsigned>(c.batch));
-    ls.smem = static_cast<size_t>(
-        group_smem(d, plan.heads_per_block, plan.rows_per_block, R, bits, c.ring_dtype));
+    ls.smem = static_cast<size_t>(  // the most a launch needs (one whose rows may fold)
+        group_smem(d, plan.heads_per_block, plan.rows_per_block, R, bits, c.ring_dtype, true));
   } else {
     ls.grid = dim3(static_cast<unsigned>(d.nheads * p.nsplit), static_cast<unsigned>(c.batch));
     const ReplaySmem sm(static_cast<int>(R), static_cast<int>(d.d_state), plan.rows_per_block,
@@ -537,7 +540,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   ls.N = static_cast<int>(d.d_state);
   ls.rpt = plan.rows_per_thread;
   const auto stream = static_cast<cudaStream_t>(rows.stream);
-  auto enqueue = [&](const StepParams& q, const LaunchShape& s) {
+  auto enqueue = [&](const StepParams& q, const LaunchShape& s0) {
+    LaunchShape s = s0;
+    if (q.group && !s.flush)  // a launch in which no row folds stages no ring B (launch.cuh)
+      s.smem = static_cast<size_t>(group_smem(d, plan.heads_per_block, plan.rows_per_block, R,
+                                              bits, c.ring_dtype, q.only != 1 || q.state_route));
     if (quant) {
       if (c.in_dtype == kF32)
         dispatch_quant<float>(nvfp4, c.ring_dtype, q, s, stream);

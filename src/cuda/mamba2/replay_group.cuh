@@ -60,14 +60,13 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, rpb = p.rows_per_block, K = p.heads_per_block;
-  const GroupSmem sm(R, N, rpb, BITS, static_cast<int>(sizeof(TRing)), K);
+  const GroupSmem sm(R, N, rpb, BITS, static_cast<int>(sizeof(TRing)), K, CAN_FOLD);
   // Checkpoint stages: two, refilled head by head; a quantised copy's small tiles all at once.
   auto stage = [&](int k) { return smem + (QUANT ? k : k & 1) * sm.tile; };
   TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
-  float* const sB = smem + sm.B;        // [R][N] ring B by logical record (fold rows)
+  float* const sB = smem + sm.B;        // [R][N] ring B by logical record (fold rows; CAN_FOLD)
   float* const sd = smem + sm.d;        // [K][nrows] S0·C
   float* const sxt = smem + sm.xt;      // [K][nrows] the token's x
-  float* const sz = smem + sm.z;        // [K][nrows] the token's z
   float* const scoef = smem + sm.coef;  // [K][cs] record weights c_j
   float* const sbc = smem + sm.bc;      // [cs] B_j·C, the token's at h
   float* const shead = smem + sm.head;  // [K][4] A, delta, D, ā
@@ -88,6 +87,9 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   const int grp = warp * Lay::kRowsPerWarp + lane / LPR;  // first row of a streaming thread
   const int pass = (nstream >> 5) * Lay::kRowsPerWarp;    // rows per pass of the streaming warps
   TIn* const y0 = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
+  // The token's z of (head k, row r), loaded where y is formed rather than staged in shared memory.
+  const TIn* const z0 = static_cast<const TIn*>(p.z) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
+  auto z_at = [&](int k, int r) { return p.has_z ? to_f32(z0[k * p.P + r]) : 0.0f; };
 
   const int slot = p.slot_ids[b];
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
@@ -181,22 +183,19 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     if constexpr (QUANT)
       for (int k = 2; k < K; ++k) issue(k);
     if (all) copy_ring_x(true);
-    TIn xr[KT], zr[KT];
+    TIn xr[KT];
     // (head, row) of item v = tid + i * nstream, stepped without a division per item.
     int ik = tid / nrows, ir = tid - ik * nrows;
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
       const int v = tid + i * nstream;
-      xr[i] = zr[i] = from_f32<TIn>(0.0f);
+      xr[i] = from_f32<TIn>(0.0f);
       if (i > 0)
         for (ir += nstream; ir >= nrows; ir -= nrows) ++ik;
       if (v < V) {
         const int off = ik * p.P + ir;
         xr[i] =
             static_cast<const TIn*>(p.x)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
-        if (p.has_z)
-          zr[i] =
-              static_cast<const TIn*>(p.z)[(static_cast<int64_t>(b) * p.H + hd0) * p.P + p0 + off];
       }
     }
     Loaded<TIn, VEC> braw[QUANT ? 1 : CPL], craw[CPL];
@@ -210,7 +209,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
       const int v = tid + i * nstream;
-      if (v < V) sxt[v] = to_f32(xr[i]), sz[v] = to_f32(zr[i]);
+      if (v < V) sxt[v] = to_f32(xr[i]);
     }
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
@@ -442,7 +441,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
             if (valid) {
               if (lr == 0)
                 y0[k * p.P + r] =
-                    from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, sz[k * nrows + r]));
+                    from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, z_at(k, r)));
               if (flush) {
                 TState* dst = S0 + (static_cast<int64_t>(k) * p.P + r) * N;
 #pragma unroll
@@ -480,6 +479,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     for (; r >= nrows; r -= nrows) ++k;
     const float xv = sxt[v];
     if (!fold) {
+      const float zv = z_at(k, r);  // in flight during the record sum
       const float* w = scoef + k * sm.cs;  // w_j = c_j·(B_j·C), the token's at h
       const float* hk = shead + 4 * k;
       const TRing* xk = sxr + k * R * rpb + r;
@@ -487,7 +487,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
 #pragma unroll 4
       for (int j = 0; j < hist; ++j) sum = __fmaf_rn(w[j], to_f32(xk[phys(j) * rpb]), sum);
       sum = __fmaf_rn(w[hist], xv, sum);
-      y0[k * p.P + r] = from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, sz[v]));
+      y0[k * p.P + r] = from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, zv));
     }
     if (!flush) rxw[static_cast<int64_t>(k) * R * p.P + r] = from_f32<TRing>(xv);
   }
