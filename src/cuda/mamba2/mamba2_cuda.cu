@@ -397,22 +397,35 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   const int64_t rows_b = std::max<int64_t>(batch, 1);
   p.heads_per_block = 1;
   if (group) {
-    // The group kernel: the heads per block K that give the fewest waves of two blocks per SM,
-    // and among those the most blocks (smallest K). A block pays its chain (cursor -> ring ->
-    // weights) once per wave, and blocks resident together hide each other's latency: H200,
-    // Super-120B batch 8, K 2 -> 4 (512 -> 256 blocks, 2 -> 1 wave): ordinary step 24.4 ->
-    // 18.2 µs; at batch 32 .. 512 this picks the K the largest-K rule did (bench/NOTES.md
-    // "wave quantisation"). Small batches then split one head's rows in whole 8-row chunks.
+    // The group kernel: the heads per block K whose ordinary launch keeps the most blocks per SM
+    // (two, or three where its shared memory and registers allow), then the fewest waves, then
+    // the most blocks (smallest K). A block pays its chain (cursor -> ring -> weights) once per
+    // wave, and blocks resident together hide each other's latency: H200, Super-120B batch 8,
+    // K 2 -> 4 (512 -> 256 blocks, 2 -> 1 wave): ordinary step 24.4 -> 18.2 µs (bench/NOTES.md
+    // "wave quantisation"); Super-120B K 8 -> 4 (two -> three blocks per SM): window 314.6 ->
+    // 308.1 µs at batch 256, 48.0 -> 45.9 µs at 32 (91de005). Small batches then split one
+    // head's rows in whole 8-row chunks.
     const int64_t max_rows =
         std::min<int64_t>(d.headdim, 15 * unit) / kGroupRowUnit * kGroupRowUnit;
     if (max_rows == d.headdim) {
-      int64_t best = std::numeric_limits<int64_t>::max();
+      // The ordinary launch folds no row on the output-only route with a flush launch.
+      const bool folds = p.route == Route::kStateAndOutput || p.flush_kernel != 1;
+      const int64_t threads = cdiv(d.headdim, unit) * 32 + 32;
+      auto per_sm = [&](int64_t K) {  // 228 KB of shared memory, 1 KB per block; 64 registers
+        const int64_t smem = group_smem(d, K, d.headdim, L, state_bits, ring, folds) + 1024;
+        return std::min<int64_t>({3, 228 * 1024 / smem, 65536 / (threads * 64)});
+      };
+      int64_t best_sm = 0, best_waves = 0;
       for (int64_t K = 1; K <= hpg; ++K) {
         if (hpg % K != 0) continue;
         if (group_smem(d, K, d.headdim, L, state_bits, ring, true) > kGroupSmemBudget) continue;
         if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
-        const int64_t waves = cdiv(rows_b * d.nheads / K, 2 * sms);
-        if (waves < best) best = waves, p.heads_per_block = static_cast<int>(K);
+        const int64_t bps = std::max<int64_t>(2, per_sm(K));
+        const int64_t waves = cdiv(rows_b * d.nheads / K, bps * sms);
+        if (bps > best_sm || (bps == best_sm && waves < best_waves)) {
+          best_sm = bps, best_waves = waves;
+          p.heads_per_block = static_cast<int>(K);
+        }
       }
     }
     int64_t rows = d.headdim;
