@@ -454,7 +454,7 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // but an ordinary launch without the fold (flush_kernel 1) keeps 4 rows and splits V over
   // blocks of 8 units wherever those fill three blocks per SM: they fit four per SM against two
   // (H200, df46788, forced plan: Qwen3.5-122B batch 256 window 369 -> 323 µs, batch 32 54 -> 48 µs;
-  // at batch 8, one block per SM, 17 -> 25 µs).
+  // at batch 8, which the latency-bound plan above serves in 17 µs, it would take 25 µs).
   p.rows_per_thread = 4;
   const int64_t units4 = cdiv(d.head_v_dim, group_unit_rows(d, state, 4));
   int64_t uph = units4;  // whole V per block
