@@ -62,6 +62,13 @@ TEST(CudaPlans, Mamba2MeasuredChoices) {
     EXPECT_EQ(p.heads_per_block, 4) << "batch " << b;
     EXPECT_EQ(p.rows_per_block, 64) << "batch " << b;
   }
+  // With an fp32 ring (the CUDA engine's) K = 4 holds two blocks per SM and K = 2 would quarter
+  // the fewest-waves choice (K = 8 from batch 16; eight heads per block measured 1.4x faster than
+  // two at two blocks per SM): the wave rule's choice stands.
+  EXPECT_EQ(cm::plan_replay(super, 8, 16, DType::kF32, DType::kF32).heads_per_block, 4);
+  for (int64_t b : {32, 256, 512})
+    EXPECT_EQ(cm::plan_replay(super, b, 16, DType::kF32, DType::kF32).heads_per_block, 8)
+        << "batch " << b;
   // Nano-4B fp32: six heads per block (two blocks per SM; no K fits three).
   for (int64_t b : {32, 256, 512})
     EXPECT_EQ(cm::plan_replay(nano, b, 16, DType::kF32).heads_per_block, 6) << "batch " << b;

@@ -406,11 +406,8 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   }
   // Group kernel. Latency-bound: one value head and one 4-row-per-thread unit per block (the most
   // blocks), the whole ring prefetched. Bandwidth-bound: every value head of the key head (up to
-  // 4) and the whole of V per block, so that the chain is paid once per ~8 units, two units in
-  // flight: 4 rows per thread (16 KB fp32 units) while that makes <= 8 units, else 8 (H200,
-  // 7241bec: Qwen3.5-4B batch 256 window 192 µs with 8 x 16 KB against 211 µs with 4 x 32 KB;
-  // Qwen3.5-122B 381 µs with 8 x 32 KB against 435 µs with 16 x 16 KB); shrunk until the shared
-  // memory fits two blocks per SM.
+  // 4) per block, so that the chain is paid once per ~8 units, two units in flight (the rows per
+  // thread and V per block below; shrunk until the shared memory fits two blocks per SM).
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
   // GDN flush rows fold in a launch of their own (flush.cuh): with mixed flush phases (the
@@ -450,19 +447,24 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
     }
   p.heads_per_block = kda ? 1 : hpb;
   // Blocks of <= 8 units of 4 rows per thread (16 KB fp32 units). Where the key head's value
-  // heads have more, 8 rows per thread (whole V per block: the chain paid once per value head);
-  // but an ordinary launch without the fold (flush_kernel 1) keeps 4 rows and splits V over
-  // blocks of 8 units wherever those fill three blocks per SM: they fit four per SM against two
-  // (H200, df46788, forced plan: Qwen3.5-122B batch 256 window 369 -> 323 µs, batch 32 54 -> 48 µs;
-  // at batch 8, which the latency-bound plan above serves in 17 µs, it would take 25 µs).
+  // heads have more, 8 rows per thread and whole V per block (the chain paid once per value head;
+  // H200, 7241bec: Qwen3.5-4B batch 256 window 192 µs with 8 x 16 KB against 211 µs with 4 x 32
+  // KB, Qwen3.5-122B 381 µs with 8 x 32 KB against 435 µs with 16 x 16 KB); but an ordinary launch
+  // without the fold (flush_kernel 1) keeps 4 rows and splits V over blocks of 8 units wherever
+  // those blocks fill three per SM and their shared memory lets three or more stay resident
+  // (H200, df46788, forced plan: Qwen3.5-122B batch 256 window 369 -> 323 µs, batch 32 54 -> 48
+  // µs; at batch 8, which the latency-bound plan above serves in 17 µs, it would take 25 µs).
   p.rows_per_thread = 4;
   const int64_t units4 = cdiv(d.head_v_dim, group_unit_rows(d, state, 4));
   int64_t uph = units4;  // whole V per block
   if (p.heads_per_block * units4 > 8) {
-    const int64_t split = std::max<int64_t>(1, 8 / p.heads_per_block);
-    const int64_t blocks = batch * d.num_k_heads * (group / p.heads_per_block) * cdiv(units4, split);
-    if (p.flush_kernel == 1 && blocks >= 3 * device_sms()) {
-      uph = split;
+    Plan q = p;
+    q.units_per_head = static_cast<int>(std::max<int64_t>(1, 8 / p.heads_per_block));
+    const int64_t blocks =
+        batch * d.num_k_heads * (group / p.heads_per_block) * cdiv(units4, q.units_per_head);
+    const int64_t smem = group_smem(d, q, L, state, /*folds=*/false).total * 4 + 1024;
+    if (p.flush_kernel == 1 && blocks >= 3 * device_sms() && 228 * 1024 / smem >= 3) {
+      uph = q.units_per_head;
     } else {
       p.rows_per_thread = 8;
       uph = cdiv(d.head_v_dim, group_unit_rows(d, state, 8));

@@ -56,7 +56,7 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
         kernel = flush_kernel<TIn, TState, TRing, kN, kRpt>;
       else if (!p.group)
         kernel = replay_kernel<TIn, TState, TRing, kN, kRpt>;
-      else if (p.only != 1 || p.state_route)  // some row of the launch folds
+      else if (group_folds(p))  // some row of the launch folds
         kernel = replay_group_kernel<TIn, TState, TRing, kN, kRpt, true>;
     }
     dim3 grid = ls.grid;

@@ -137,6 +137,11 @@ struct GroupSmem {
   }
 };
 
+/// Whether a row of a group-kernel launch may fold (materialise its state): every launch but the
+/// ordinary one (only = 1) on the output-only route. The others run the instantiation without
+/// the fold (FOLD = false), which stages no ring B (GroupSmem's `fold`).
+inline bool group_folds(const StepParams& p) { return p.only != 1 || p.state_route; }
+
 template <class TIn, class TState>
 void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream);
 template <class TIn, class TState, class TRing>

@@ -397,34 +397,48 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
   const int64_t rows_b = std::max<int64_t>(batch, 1);
   p.heads_per_block = 1;
   if (group) {
-    // The group kernel: the heads per block K whose ordinary launch keeps the most blocks per SM
-    // (two, or three where its shared memory and registers allow), then the fewest waves, then
-    // the most blocks (smallest K). A block pays its chain (cursor -> ring -> weights) once per
-    // wave, and blocks resident together hide each other's latency: H200, Super-120B batch 8,
-    // K 2 -> 4 (512 -> 256 blocks, 2 -> 1 wave): ordinary step 24.4 -> 18.2 µs (bench/NOTES.md
-    // "wave quantisation"); Super-120B K 8 -> 4 (two -> three blocks per SM): window 314.6 ->
-    // 308.1 µs at batch 256, 48.0 -> 45.9 µs at 32 (91de005). Small batches then split one
-    // head's rows in whole 8-row chunks.
+    // The group kernel: the heads per block K that give the fewest waves of two blocks per SM,
+    // and among those the most blocks (smallest K). A block pays its chain (cursor -> ring ->
+    // weights) once per wave, and blocks resident together hide each other's latency: H200,
+    // Super-120B batch 8, K 2 -> 4 (512 -> 256 blocks, 2 -> 1 wave): ordinary step 24.4 ->
+    // 18.2 µs (bench/NOTES.md "wave quantisation"). Then, once the batch spans two such waves, a
+    // K down to half of that one whose ordinary launch keeps a third block per SM (shared memory
+    // and registers allowing): Super-120B with a bf16 ring, K 8 -> 4: window 314.6 -> 308.1 µs at
+    // batch 256, 48.0 -> 45.9 µs at 32 (H200, 91de005; "Session 14"). Small batches then split
+    // one head's rows in whole 8-row chunks.
     const int64_t max_rows =
         std::min<int64_t>(d.headdim, 15 * unit) / kGroupRowUnit * kGroupRowUnit;
     if (max_rows == d.headdim) {
-      // The ordinary launch folds no row on the output-only route with a flush launch.
+      auto fits = [&](int64_t K) {
+        return hpg % K == 0 &&
+               group_smem(d, K, d.headdim, L, state_bits, ring, true) <= kGroupSmemBudget &&
+               K * d.headdim <= kGroupTokenItems * cdiv(d.headdim, unit) * 32;
+      };
+      auto blocks = [&](int64_t K) { return rows_b * d.nheads / K; };
+      int64_t best = std::numeric_limits<int64_t>::max();
+      for (int64_t K = 1; K <= hpg; ++K) {
+        if (!fits(K)) continue;
+        const int64_t waves = cdiv(blocks(K), 2 * sms);
+        if (waves < best) best = waves, p.heads_per_block = static_cast<int>(K);
+      }
+      // Blocks per SM of the ordinary launch: it folds no row on the output-only route with a
+      // flush launch (no ring B staged); 228 KB of shared memory, 1 KB per block; 64 registers.
       const bool folds = p.route == Route::kStateAndOutput || p.flush_kernel != 1;
       const int64_t threads = cdiv(d.headdim, unit) * 32 + 32;
-      auto per_sm = [&](int64_t K) {  // 228 KB of shared memory, 1 KB per block; 64 registers
+      auto per_sm = [&](int64_t K) {
         const int64_t smem = group_smem(d, K, d.headdim, L, state_bits, ring, folds) + 1024;
         return std::min<int64_t>({3, 228 * 1024 / smem, 65536 / (threads * 64)});
       };
-      int64_t best_sm = 0, best_waves = 0;
-      for (int64_t K = 1; K <= hpg; ++K) {
-        if (hpg % K != 0) continue;
-        if (group_smem(d, K, d.headdim, L, state_bits, ring, true) > kGroupSmemBudget) continue;
-        if (K * d.headdim > kGroupTokenItems * cdiv(d.headdim, unit) * 32) continue;
-        const int64_t bps = std::max<int64_t>(2, per_sm(K));
-        const int64_t waves = cdiv(rows_b * d.nheads / K, bps * sms);
-        if (bps > best_sm || (bps == best_sm && waves < best_waves)) {
-          best_sm = bps, best_waves = waves;
-          p.heads_per_block = static_cast<int>(K);
+      const int64_t k0 = p.heads_per_block;
+      if (best >= 2 && best != std::numeric_limits<int64_t>::max()) {
+        int64_t best_sm = per_sm(k0), best_waves = cdiv(blocks(k0), best_sm * sms);
+        for (int64_t K = (k0 + 1) / 2; K < k0; ++K) {
+          if (!fits(K)) continue;
+          const int64_t bps = per_sm(K), waves = cdiv(blocks(K), bps * sms);
+          if (bps > best_sm || (bps == best_sm && waves < best_waves)) {
+            best_sm = bps, best_waves = waves;
+            p.heads_per_block = static_cast<int>(K);
+          }
         }
       }
     }
@@ -557,7 +571,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
     LaunchShape s = s0;
     if (q.group && !s.flush)  // a launch in which no row folds stages no ring B (launch.cuh)
       s.smem = static_cast<size_t>(group_smem(d, plan.heads_per_block, plan.rows_per_block, R,
-                                              bits, c.ring_dtype, q.only != 1 || q.state_route));
+                                              bits, c.ring_dtype, group_folds(q)));
     if (quant) {
       if (c.in_dtype == kF32)
         dispatch_quant<float>(nvfp4, c.ring_dtype, q, s, stream);

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring elements per 16-byte copy
   constexpr int NL = N / 32;            // B and C elements per lane of the chain warp
   constexpr int FR = COLS < 16 ? 16 / COLS : 1;  // rows folded at once: 16 state registers
-  constexpr int KT = kGroupTokenItems;  // token x / z elements per streaming thread
+  constexpr int KT = kGroupTokenItems;  // token x elements per streaming thread
   constexpr int RB = 8;                 // ring B rows per round of the chain warp
   static_assert(RPT % FR == 0 && VEC % 4 == 0 && N % 32 == 0, "layout");
 
@@ -88,7 +88,9 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   const int pass = (nstream >> 5) * Lay::kRowsPerWarp;    // rows per pass of the streaming warps
   TIn* const y0 = static_cast<TIn*>(p.y) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
   // The token's z of (head k, row r), loaded where y is formed rather than staged in shared memory.
-  const TIn* const z0 = static_cast<const TIn*>(p.z) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0;
+  const TIn* const z0 =
+      p.has_z ? static_cast<const TIn*>(p.z) + (static_cast<int64_t>(b) * p.H + hd0) * p.P + p0
+              : nullptr;
   auto z_at = [&](int k, int r) { return p.has_z ? to_f32(z0[k * p.P + r]) : 0.0f; };
 
   const int slot = p.slot_ids[b];
