@@ -11,7 +11,8 @@
 # weights for each of E2E_ARCHS, default "nemotron-3-nano-4b qwen3.5-4b", arguments E2E_ARGS) and
 # GDN_PLANS
 # (';'-separated RSSM_GDN_REPLAY_PLAN values, each benchmarked at batch 64 and 256 without the L
-# sweep: a tuning run), SPEC=1 (`replayssm bench spec` with random weights for each of E2E_ARCHS,
+# sweep: a tuning run), FLASHINFER (a folder of bench/peers/build_flashinfer.sh executables, run
+# after our kernel benchmark in the same call), SPEC=1 (`replayssm bench spec` with random weights for each of E2E_ARCHS,
 # arguments SPEC_ARGS, default -T 2,4,6,8) and SPEC_DRAFTERS=1 (`bench spec --drafter` on the
 # bundled models with n-gram drafts and models/nemotron-h-draft, prompts from PROMPTS, default
 # tests/data/eval_text.txt) adjust a run. TAR=1 packs everything under $OUT into one
@@ -70,6 +71,17 @@ if [ "${BENCH:-1}" = 1 ]; then
   echo "bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_kernels.py" "$out/kernels-all-$commit.json" \
     "$out/kernels-all-$commit.png" > /dev/null 2>&1 || echo "plot failed"
+fi
+if [ -n "${FLASHINFER:-}" ]; then
+  # FlashInfer's Mamba-2 kernels in the same call (bench/peers/build_flashinfer.sh built them here
+  # into the folder FLASHINFER names, carried to the device): each executable at its defaults.
+  for exe in "$FLASHINFER"/flashinfer_mamba2-*; do
+    [ -x "$exe" ] || continue
+    config=${exe##*/flashinfer_mamba2-}
+    "$exe" --shape "${config#*-}" --commit "$commit" --out "$out/peer-flashinfer-$config-$commit.json" \
+      > "$out/peer-flashinfer-$config-$commit.txt" 2>&1
+    echo "flashinfer $config rc $?: $(( $(date +%s) - start )) s"
+  done
 fi
 if [ "${VERIFY:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # VERIFY_ARGS is a list of arguments
