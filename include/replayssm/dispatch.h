@@ -17,10 +17,12 @@ const char* ssm_family_name(SsmFamily f);
 /// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
 /// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*, kernels-mamba2-*):
 ///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
-///     ordinary one, f46bfb9 / 16ce3b4 on two machines): at batch 8 window 1.16-1.21x, mixed
-///     1.02-1.03x (Nano-4B) and 1.06-1.09x (Super); batch 16 window 1.32-1.33x, mixed 1.14-1.16x
-///     (613ae4b); mixed 1.30-1.38x at 32, 1.38-1.66x from 64; batch 1 0.54-0.55x: L = min(requested,
-///     16) at batch >= 8 (smaller batches are not measured).
+///     ordinary one): at batch 8 window 1.15-1.22x, mixed 1.02-1.08x (Nano-4B) and 1.05-1.09x
+///     (Super) (f46bfb9 / 16ce3b4 / 3f20ab1 / 91de005, four calls); batch 16 window 1.32-1.33x,
+///     mixed 1.14-1.16x (613ae4b); mixed 1.30-1.56x at 32, 1.38-1.72x from 64; batch 1
+///     0.54-0.55x: L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
+///   fp32 state only: a split state mode's step is slower at small batch (Mamba-2 fp32/bf16
+///     mixed 0.67-0.73x at batch 32) and this choice does not yet depend on the mode.
 ///   GDN (Qwen3.5-4B, -122B; group kernel, the ordinary launch without the fold, the flush launch
 ///     overlapping it; df46788 / f44553d / af3cdd6, three calls): at batch 8 mixed 1.08x / 1.22x
 ///     (window 1.10x / 1.35x), at 32 1.27x / 1.40x, 1.41-1.60x from 64; batch 1 0.46-0.55x:
