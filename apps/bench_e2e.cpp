@@ -137,7 +137,7 @@ E2eRow time_batch(engine::Model& model, const E2eArgs& a, const Variant& v, int6
   row.ssm_share = row.profiled_ms > 0 ? ssm / row.profiled_ms : 0.0;
   row.gpu_memory_bytes = model.device_bytes();
   row.max_slots = pool;
-  const int dispatched_L = engine::auto_ring_length(cfg, batch);
+  const int dispatched_L = engine::auto_ring_length(cfg, batch, v.state);
   row.dispatched = v.ssm == engine::SsmMode::kReplay ? dispatched_L == v.L : dispatched_L == 1;
   return row;
 }

@@ -27,6 +27,17 @@ TEST(Dispatch, GdnReplaysFromBatch8KdaUsesTheConventionalStep) {
   for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
 }
 
+TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
+  for (int64_t b : {8, 32, 63})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, /*read_copy=*/true), 1);
+  for (int64_t b : {64, 256, 512})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, true), 16);
+  for (int64_t b : {8, 64, 255})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, true), 1);
+  for (int64_t b : {256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 8, true), 8);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, 512, 16, true), 1);
+}
+
 TEST(Dispatch, RejectsBadArguments) {
   EXPECT_THROW(recommended_ring_length(SsmFamily::kMamba2, 4, 0), ConfigError);
   EXPECT_THROW(recommended_ring_length(SsmFamily::kGdn, -1, 16), ConfigError);

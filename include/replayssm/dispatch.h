@@ -21,14 +21,21 @@ const char* ssm_family_name(SsmFamily f);
 ///     (Super) (f46bfb9 / 16ce3b4 / 3f20ab1 / 91de005, four calls); batch 16 window 1.32-1.33x,
 ///     mixed 1.14-1.16x (613ae4b); mixed 1.30-1.56x at 32, 1.38-1.72x from 64; batch 1
 ///     0.54-0.55x: L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
-///   fp32 state only: a split state mode's step is slower at small batch (Mamba-2 fp32/bf16
-///     mixed 0.67-0.73x at batch 32) and this choice does not yet depend on the mode.
 ///   GDN (Qwen3.5-4B, -122B; group kernel, the ordinary launch without the fold, the flush launch
 ///     overlapping it; df46788 / f44553d / af3cdd6, three calls): at batch 8 mixed 1.08x / 1.22x
 ///     (window 1.10x / 1.35x), at 32 1.27x / 1.40x, 1.41-1.60x from 64; batch 1 0.46-0.55x:
 ///     L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
+/// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
+/// precision.h): its flushes also write the copy, GDN's refold every record, so replay pays from
+/// larger batches; at L = 1 the step is the fp32 conventional one (the copy is never read):
+///   Mamba-2 fp32/bf16 (f46bfb9, after the split step's redundant flush launch went): mixed
+///     2.11x / 1.92x (Nano-4B / Super) at batch 64; at d9c0ac3, before that fix, 0.67-0.73x at
+///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.
+///   GDN fp32/bf16 and fp32/fp16 (Qwen3.5-4B, df46788): mixed 0.46x at batch 64, 1.01-1.02x at
+///     256, 1.05-1.06x at 512: at batch >= 256.
 /// Errors: ConfigError if requested < 1 or batch < 0.
-int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested);
+int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
+                                bool read_copy = false);
 
 }  // namespace replayssm

@@ -15,14 +15,15 @@ const char* ssm_family_name(SsmFamily f) {
   return "?";
 }
 
-int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested) {
+int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
+                                bool read_copy) {
   check<ConfigError>(requested >= 1, "requested ring length is ", requested, ", expected >= 1");
   check<ConfigError>(batch >= 0, "batch is ", batch, ", expected >= 0");
   switch (family) {
     case SsmFamily::kMamba2:
-      return batch >= 8 ? std::min<int32_t>(requested, 16) : 1;
+      return batch >= (read_copy ? 64 : 8) ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kGdn:
-      return batch >= 8 ? std::min<int32_t>(requested, 16) : 1;
+      return batch >= (read_copy ? 256 : 8) ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kKda:
       return 1;
   }

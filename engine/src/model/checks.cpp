@@ -8,12 +8,15 @@
 
 namespace replayssm::engine {
 
-int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch) {
+int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch, const std::string& state) {
+  // "bf16" / "fp16" name the CUDA engine's 16-bit state (no read copy), not a precision.h mode.
+  const bool copy = state != "bf16" && state != "fp16" && engine_state_mode(state).has_read_copy();
   int32_t L = 16;
   for (BlockKind k : cfg.layers) {
     if (k == BlockKind::kMamba2)
-      L = std::min(L, recommended_ring_length(SsmFamily::kMamba2, batch, 16));
-    if (k == BlockKind::kGdn) L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16));
+      L = std::min(L, recommended_ring_length(SsmFamily::kMamba2, batch, 16, copy));
+    if (k == BlockKind::kGdn)
+      L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16, copy));
   }
   return L;
 }
@@ -72,7 +75,7 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
                      ", expected 1..8 (0: no speculative decoding)");
   ModelOptions out = opt;
   if (out.ring_L == 0) {
-    out.ring_L = auto_ring_length(cfg, out.max_slots);
+    out.ring_L = auto_ring_length(cfg, out.max_slots, out.state);
     // A speculative ring needs room for the committed history and T drafts (ring.h: L >= 2T).
     out.ring_L = std::max(out.ring_L, 2 * out.spec_T);
   }

@@ -75,9 +75,11 @@ bool cuda_state_native(const ModelConfig& cfg, const std::string& state);
 /// device and the sizes and state modes the CUDA kernels run.
 void validate_options(const ModelConfig& cfg, const ModelOptions& options);
 
-/// The ring length ring_L = 0 resolves to for a model decoding `batch` rows (dispatch.h; the
-/// shortest recommendation over the model's SSM layer families).
-int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch);
+/// The ring length ring_L = 0 resolves to for a model decoding `batch` rows with state mode
+/// `state` (ModelOptions::state; dispatch.h: the shortest recommendation over the model's SSM
+/// layer families, from larger batches for a split mode with a read copy). ConfigError for an
+/// unknown state name.
+int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch, const std::string& state = "fp32");
 
 class Checkpoint;
 
