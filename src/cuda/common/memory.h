@@ -22,6 +22,11 @@ inline int device_sms() {
   const int n = sm_count();
   return n > 0 ? n : 132;
 }
+/// Blocks of `smem_bytes` dynamic shared memory each that one SM holds at once (sm_90: 228 KB of
+/// shared memory per SM, 1 KB of it reserved per block): the launch plans' occupancy estimate.
+inline int64_t blocks_per_sm_by_smem(int64_t smem_bytes) {
+  return 228 * 1024 / (smem_bytes + 1024);
+}
 /// Dynamic shared memory one block may opt into on the current device (227 KB on sm_90; the
 /// sm_90 value when the query fails).
 size_t max_block_smem();

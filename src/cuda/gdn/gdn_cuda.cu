@@ -462,8 +462,8 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
     q.units_per_head = static_cast<int>(std::max<int64_t>(1, 8 / p.heads_per_block));
     const int64_t blocks =
         batch * d.num_k_heads * (group / p.heads_per_block) * cdiv(units4, q.units_per_head);
-    const int64_t smem = group_smem(d, q, L, state, /*folds=*/false).total * 4 + 1024;
-    if (p.flush_kernel == 1 && blocks >= 3 * device_sms() && 228 * 1024 / smem >= 3) {
+    const int64_t smem = group_smem(d, q, L, state, /*folds=*/false).total * 4;
+    if (p.flush_kernel == 1 && blocks >= 3 * device_sms() && blocks_per_sm_by_smem(smem) >= 3) {
       uph = q.units_per_head;
     } else {
       p.rows_per_thread = 8;

@@ -63,14 +63,14 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
     }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
     // A launch in which no row folds runs the instantiation without the fold (group_folds).
-    auto group = [&](auto rpt, auto fold) {
-      enqueue(replay_group_kernel<TIn, TState, K, KDA, decltype(rpt)::value, decltype(fold)::value>,
-              p, ls, stream, op);
+    auto group = [&](auto rpt) {
+      constexpr int RPT = decltype(rpt)::value;
+      if (group_folds(p))
+        return enqueue(replay_group_kernel<TIn, TState, K, KDA, RPT, true>, p, ls, stream, op);
+      enqueue(replay_group_kernel<TIn, TState, K, KDA, RPT, false>, p, ls, stream, op);
     };
-    using R4 = std::integral_constant<int, 4>;
-    using R8 = std::integral_constant<int, 8>;
-    if (group_folds(p)) return ls.rpt == 4 ? group(R4{}, std::true_type{}) : group(R8{}, std::true_type{});
-    ls.rpt == 4 ? group(R4{}, std::false_type{}) : group(R8{}, std::false_type{});
+    if (ls.rpt == 4) return group(std::integral_constant<int, 4>{});
+    group(std::integral_constant<int, 8>{});
   });
 }
 

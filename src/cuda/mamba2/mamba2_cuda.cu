@@ -422,12 +422,12 @@ Plan plan_replay_bits(const Dims& d, int64_t batch, int32_t L, int state_bits, D
         if (waves < best) best = waves, p.heads_per_block = static_cast<int>(K);
       }
       // Blocks per SM of the ordinary launch: it folds no row on the output-only route with a
-      // flush launch (no ring B staged); 228 KB of shared memory, 1 KB per block; 64 registers.
+      // flush launch (no ring B staged); 64 registers per thread.
       const bool folds = p.route == Route::kStateAndOutput || p.flush_kernel != 1;
       const int64_t threads = cdiv(d.headdim, unit) * 32 + 32;
       auto per_sm = [&](int64_t K) {
-        const int64_t smem = group_smem(d, K, d.headdim, L, state_bits, ring, folds) + 1024;
-        return std::min<int64_t>({3, 228 * 1024 / smem, 65536 / (threads * 64)});
+        const int64_t smem = group_smem(d, K, d.headdim, L, state_bits, ring, folds);
+        return std::min<int64_t>({3, blocks_per_sm_by_smem(smem), 65536 / (threads * 64)});
       };
       const int64_t k0 = p.heads_per_block;
       if (best >= 2 && best != std::numeric_limits<int64_t>::max()) {
