@@ -27,6 +27,7 @@
 #include "cuda/common/flush_rows.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/ring_window.cuh"
+#include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/launch.h"
 #include "cuda/mamba2/replay.cuh"
@@ -114,8 +115,10 @@ __device__ __forceinline__ void prefetch(const StepParams& p, const FlushSmem& s
     const int r = grp + i * pass;
     if (r < m.nrows)
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
-        cp_async16(tile + r * N + Lay::col(c, lr), S + static_cast<int64_t>(r) * N + Lay::col(c, lr));
+      for (int c = 0; c < CPL; ++c) {
+        const int off = r * N + Lay::col(c, lr);  // the tile is the item's rows as stored
+        cp_async16(tile + off, S + off);
+      }
   }
 
   // The shared parts as one index space spread over the block.
@@ -218,21 +221,34 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
   {
     const float* const rdt = base + sm.rdt;
     const float d0 = lane < hist ? rdt[win.phys(lane)] : 0.0f;
-    const float d1 = lane + 32 < hist ? rdt[win.phys(lane + 32)] : 0.0f;
-    float c0, c1;
-    abar = record_weights_lanes(d0, d1, hist, A, lane, c0, c1);
+    float c0, c1 = 0.0f;
+    if (hist <= 32) {  // uniform; the same bits as record_weights_lanes with d1 = 0
+      abar = record_weights_lanes32(d0, hist, A, lane, c0);
+    } else {
+      const float d1 = lane + 32 < hist ? rdt[win.phys(lane + 32)] : 0.0f;
+      abar = record_weights_lanes(d0, d1, hist, A, lane, c0, c1);
+    }
     const TRing* const rawx = reinterpret_cast<const TRing*>(base + sm.rawx);
-    const int q0 = win.phys(min(lane, p.R - 1)), q1 = win.phys(min(lane + 32, p.R - 1));
+    const TRing* const x0 = rawx + win.phys(min(lane, p.R - 1)) * sm.rows;
+    float* const cx0 = scx + lane;
+    if (lane < hist)
 #pragma unroll
-    for (int i = 0; i < RPT; ++i)
+      for (int i = 0; i < RPT; ++i)
 #pragma unroll
-      for (int w = 0; w < RPW; ++w) {
-        const int r = warp * RPW + w + i * pass;
-        if (r >= nrows) continue;
-        if (lane < hist) scx[r * sm.xs + lane] = __fmul_rn(c0, to_f32(rawx[q0 * sm.rows + r]));
-        if (hist > 32 && lane + 32 < hist)
-          scx[r * sm.xs + lane + 32] = __fmul_rn(c1, to_f32(rawx[q1 * sm.rows + r]));
-      }
+        for (int w = 0; w < RPW; ++w) {
+          const int r = warp * RPW + w + i * pass;
+          if (r < nrows) cx0[r * sm.xs] = __fmul_rn(c0, to_f32(x0[r]));
+        }
+    if (hist > 32 && lane + 32 < hist) {
+      const TRing* const x1 = rawx + win.phys(lane + 32) * sm.rows;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int w = 0; w < RPW; ++w) {
+          const int r = warp * RPW + w + i * pass;
+          if (r < nrows) cx0[r * sm.xs + 32] = __fmul_rn(c1, to_f32(x1[r]));
+        }
+    }
   }
   if (new_B)
     __syncthreads();
@@ -299,7 +315,9 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
   const TIn* const Ct = reinterpret_cast<const TIn*>(base + sm.Ct);
   const float a = decay_of(delta, A);
   const int64_t sh = static_cast<int64_t>(m.slot) * p.H + m.hd;
-  TState* const S = static_cast<TState*>(p.state) + (sh * p.P + m.p0) * N;
+  // Row i of the thread is grp + i * pass: 32-bit offsets from the item's first row.
+  const int64_t row0 = sh * p.P + m.p0;
+  TState* const S = static_cast<TState*>(p.state) + row0 * N;
   TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(m.b) * p.H + m.hd) * p.P + m.p0;
   float bv[COLS], cv[COLS];
 #pragma unroll
@@ -309,34 +327,41 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
       bv[c * VEC + e] = to_f32(Bt[Lay::col(c, lr) + e]);
       cv[c * VEC + e] = to_f32(Ct[Lay::col(c, lr) + e]);
     }
-  float ysum = 0.0f;  // lane lr < RPT of a row group: S·C of the thread's row lr
+  float part[RPT];  // the lane's part of S·C of each of the thread's rows
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = grp + i * pass;
-    const bool valid = r < nrows;
-    const float xv = valid ? to_f32(xt[r]) : 0.0f;
-    float part = 0.0f;
-    if (valid) part = update_row<COLS>(s[i], a, __fmul_rn(delta, xv), bv, cv);
-    const float sum = row_sum<LPR>(part);
-    if (lr == i) ysum = sum;
-    if (!valid) continue;
+    part[i] = 0.0f;
+    if (r < nrows) part[i] = update_row<COLS>(s[i], a, __fmul_rn(delta, to_f32(xt[r])), bv, cv);
+  }
 #pragma unroll
-    for (int c = 0; c < CPL; ++c)
-      store16_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[i][c * VEC]);
-    if (p.copy) {  // the read copy, rounded from the same new fp32 state
-      const int64_t off = (sh * p.P + m.p0 + r) * N;
+  for (int i = 0; i < RPT; ++i) {
+    const int r = grp + i * pass;
+    if (r < nrows)
+#pragma unroll
+      for (int c = 0; c < CPL; ++c) store16_stream(S + r * N + Lay::col(c, lr), &s[i][c * VEC]);
+  }
+  if (p.copy) {  // the read copy, rounded from the same new fp32 state
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int r = grp + i * pass;
+      if (r >= nrows) continue;
 #pragma unroll
       for (int c = 0; c < CPL; ++c) {
+        const int64_t off = row0 * N + r * N + Lay::col(c, lr);
         if (p.copy_f16)
-          store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
+          store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off, &s[i][c * VEC]);
         else
-          store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
+          store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off, &s[i][c * VEC]);
       }
     }
   }
-  // y of the thread's RPT rows, one lane each (the gate's exp and division once per row).
-  const int ry = grp + lr * pass;
-  if (lr < RPT && ry < nrows) {
+  // The RPT rows' sums over their LPR lanes at once (the butterfly of row_sum, transposed: the
+  // same additions, so the same bits): lane lr ends with row lr / (LPR / RPT), whose first lane
+  // forms y (the gate's exp and division once per row).
+  const float ysum = transposed_sum<RPT, LPR>(part, lr);
+  const int ry = grp + lr / (LPR / RPT) * pass;
+  if (lr % (LPR / RPT) == 0 && ry < nrows) {
     const float xv = to_f32(xt[ry]), zv = p.has_z ? to_f32(zt[ry]) : 0.0f;
     y[ry] = from_f32<TIn>(output_of(ysum, Dh, p.has_D, xv, p.has_z, zv));
   }

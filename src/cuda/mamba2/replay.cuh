@@ -66,6 +66,16 @@ __device__ __forceinline__ float record_weights_lanes(float d0, float d1, int n,
   return expf(fminf(__fmul_rn(A, __shfl_sync(kFull, s0, 0)), 0.0f));
 }
 
+/// record_weights_lanes for n <= 32 (d1 = 0): the same bits (x + 0 = x) with half the shuffles.
+__device__ __forceinline__ float record_weights_lanes32(float d0, int n, float A, int lane,
+                                                        float& c0) {
+  const float s0 = suffix_sum(d0, lane);
+  float e0 = __shfl_down_sync(kFull, s0, 1);  // exclusive suffix sums
+  if (lane == 31) e0 = 0.0f;
+  c0 = lane < n ? __fmul_rn(d0, expf(fminf(__fmul_rn(A, e0), 0.0f))) : 0.0f;
+  return expf(fminf(__fmul_rn(A, __shfl_sync(kFull, s0, 0)), 0.0f));
+}
+
 /// record_weights_lanes with the weights written to coef[0 .. n).
 __device__ __forceinline__ float record_weights(float d0, float d1, int n, float A, float* coef,
                                                 int lane) {
