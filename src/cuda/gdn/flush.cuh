@@ -11,16 +11,12 @@
 // folding inside the ordinary launch stops streaming and straggles: at Qwen3.5-4B batch 256 a
 // flush cost 1.8x a conventional step (bench/NOTES_gdn.md). Here an item is rows
 // [v0, v0 + rows_per_block) of one value head of one flush row: the checkpoint goes straight into
-// registers (RPT consecutive rows per thread); the item's ring (k^_j of the key head [R][K], u_j of
-// the rows [R][rows], g_j, all float32 as stored, every physical row: the addresses need no
-// cursor) and its cursor words were requested one item earlier, by cp.async into the other of two
-// stages, while the block folded the previous item (without it every item waited for cursor ->
-// ring -> weights in series and the kernel ran at 59% of DRAM bandwidth: bench/NOTES_gdn.md,
-// session 15). Warp 0 forms the record weights and the token (k^, q^, alpha·k^ into shared
-// memory: registers are for the state rows), u_j is scaled by c_j in place, and the fold is a
-// register-tiled rank-h update.
-// Grid: persistent over the flush rows' items (common/flush_rows.cuh lists the rows); shared
-// memory FlushSmem (launch.h).
+// registers (RPT consecutive rows per thread), the ring rows are copied by cp.async (k^_j of the
+// key head [h][K], u_j of the rows [h][rows], both float32 as stored) while warp 0 forms the
+// record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for the state
+// rows), u_j is scaled by c_j in place, and the fold is a register-tiled rank-h update.
+// Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
+// FlushSmem (launch.h).
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/flush_rows.cuh"
@@ -32,76 +28,19 @@
 namespace replayssm::cuda::gdn {
 
 /// One flush item: rows [v0, v0 + nrows) of value head vh of batch row b (a flush row of slot).
-struct FlushItem {
-  int b, slot, vh, v0, nrows;
-  __device__ __forceinline__ static FlushItem of(const StepParams& p, const int* list,
-                                                 const int* slots, int it) {
-    const int per_row = p.HV * p.nsplit;
-    const int fr = it / per_row, rest = it - fr * per_row;
-    FlushItem m;
-    m.b = list[fr], m.slot = slots[fr];
-    m.vh = rest / p.nsplit;
-    m.v0 = (rest - m.vh * p.nsplit) * p.rows_per_block;
-    m.nrows = min(p.rows_per_block, p.V - m.v0);
-    return m;
-  }
-};
-
-/// Requests item m's ring (every physical row of k^ and u, and g) and cursor words into stage
-/// `st`, as one cp.async group of every thread.
-template <int K>
-__device__ __forceinline__ void flush_prefetch(const StepParams& p, const FlushSmem& sm,
-                                               float* smem, const FlushItem& m, int st) {
-  static_assert(K % 4 == 0, "ring k^ rows are copied in 16-byte pieces");
-  float* const base = smem + st * sm.stage;
-  const int R = p.R, tid = threadIdx.x;
-  const int64_t sv = static_cast<int64_t>(m.slot) * p.HV + m.vh;
-  const float* const ringk = p.ring_k + (static_cast<int64_t>(m.slot) * p.H + m.vh / p.group) * R * K;
-  const float* const ringu = p.ring_u + sv * R * p.V + m.v0;
-  const int nk = R * (K / 4), cU = m.nrows / 4, nu = R * cU;  // nrows: a multiple of 4
-  const int total = nk + nu + R + 2;
-  for (int idx = tid; idx < total; idx += blockDim.x) {
-    int i = idx;
-    if (i < nk) {  // R rows of K, contiguous in both
-      cp_async16(base + sm.k + 4 * i, ringk + 4 * i);
-      continue;
-    }
-    i -= nk;
-    if (i < nu) {
-      const int q = i / cU, c = i - q * cU;
-      cp_async16(base + sm.u + q * sm.rows + 4 * c, ringu + static_cast<int64_t>(q) * p.V + 4 * c);
-      continue;
-    }
-    i -= nu;
-    if (i < R) {
-      cp_async_small<4>(base + sm.g + i, p.ring_g + sv * R + i);
-      continue;
-    }
-    i -= R;
-    cp_async_small<4>(base + sm.words + i, i == FlushSmem::kOrigin ? p.origin + m.slot
-                                                                    : p.hist + m.slot);
-  }
-  cp_async_commit();
-}
-
-/// Folds item m from stage `st` (landed and visible to the block), runs the token's update, and
-/// writes y and the new checkpoint.
 template <class TIn, class TState, int K, int RPT>
 __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
-                                           const FlushItem& m, int st) {
+                                           int b, int slot, int vh, int v0, int nrows) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
   constexpr int LPR = Lay::kLanesPerRow;
   static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
-  const int b = m.b, slot = m.slot, vh = m.vh, v0 = m.v0, nrows = m.nrows;
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
   const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;  // the thread's first row
-  float* const base = smem + st * sm.stage;
-  const int* const words = reinterpret_cast<const int*>(base + sm.words);
-  const RingWindow win =
-      RingWindow::of(words[FlushSmem::kOrigin], words[FlushSmem::kHist], p.R, 1);  // h <= R - 1
+  const int R = p.R;
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
   const int hist = win.hist;
   auto phys = [&](int j) { return win.phys(j); };
 
@@ -117,21 +56,39 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
                                                      Lay::col(c, lr))
                                  : make_uint4(0, 0, 0, 0);
 
-  const float* const sK = base + sm.k;  // [R][K] ring k^ by physical row
-  float* const sU = base + sm.u;        // [R][rows] ring u by physical row, then c_j·u_j
-  const float* const sG = base + sm.g;  // [R] ring g by physical row
-  float* const sC = smem + sm.c;        // [R] c_j by logical record
+  float* const sK = smem + sm.k;        // [R][K] ring k^ by logical record
+  float* const sU = smem + sm.u;        // [R][rows] ring u, then c_j·u_j
+  float* const sG = smem + sm.g;        // [R] ring g by logical record
+  float* const sC = smem + sm.c;        // [R] c_j
   float* const sHd = smem + sm.head;    // ā', the token's alpha and beta
   float* const sTk = smem + sm.tk;      // [K] the token's k^
   float* const sTq = smem + sm.tq;      // [K] the token's q^ (scaled)
   float* const sTa = smem + sm.ta;      // [K] the token's alpha·k^
 
+  // Ring rows as stored (float32), 16-byte asynchronous copies all in flight at once.
+  const int kh = vh / p.group;
+  const float* const ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
+  const float* const ringu = p.ring_u + sv * R * p.V + v0;
+  const int cK = K / 4, cU = nrows / 4;  // nrows: a multiple of 4 (the group kernel's V)
+  for (int idx = tid; idx < hist * (cK + cU); idx += blockDim.x) {
+    if (idx < hist * cK) {
+      const int j = idx / cK, c = idx - j * cK;
+      cp_async16(sK + j * K + 4 * c, ringk + static_cast<int64_t>(phys(j)) * K + 4 * c);
+    } else {
+      const int m = idx - hist * cK, j = m / cU, c = m - j * cU;
+      cp_async16(sU + j * sm.rows + 4 * c, ringu + static_cast<int64_t>(phys(j)) * p.V + 4 * c);
+    }
+  }
+  cp_async_commit();
   if (tid < 32) {  // the record weights, as the group kernel's chain lane forms them
+    const float* rg = p.ring_g + sv * R;
+    for (int j = lane; j < hist; j += 32) sG[j] = rg[phys(j)];
+    __syncwarp();
     if (lane == 0) {
       float acc = 0.0f;
       for (int j = hist - 1; j >= 0; --j) {
         sC[j] = expf(acc);
-        acc = __fadd_rn(acc, sG[phys(j)]);
+        acc = __fadd_rn(acc, sG[j]);
       }
       sHd[0] = expf(acc);
     }
@@ -150,10 +107,11 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       if (lane == 0) sHd[1] = w.alpha[0], sHd[2] = w.beta;
     }
   }
+  cp_async_wait<0>();
   __syncthreads();
   for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {  // c_j·u_j[r], in place
     const int j = idx / nrows, r = idx - j * nrows;
-    sU[phys(j) * sm.rows + r] = __fmul_rn(sC[j], sU[phys(j) * sm.rows + r]);
+    sU[j * sm.rows + r] = __fmul_rn(sC[j], sU[j * sm.rows + r]);
   }
   __syncthreads();
 
@@ -168,20 +126,19 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 #pragma unroll 2
   for (int j = 0; j < hist; ++j) {
-    const int q = phys(j);
     float kq[COLS];
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
 #pragma unroll
       for (int v = 0; v < VEC; v += 4) {
-        const float4 k4 = *reinterpret_cast<const float4*>(sK + q * K + Lay::col(c, lr) + v);
+        const float4 k4 = *reinterpret_cast<const float4*>(sK + j * K + Lay::col(c, lr) + v);
         kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
         kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
       }
 #pragma unroll
     for (int i0 = 0; i0 < RPT; i0 += 4) {
       const int rq = r0 + i0 < nrows ? r0 + i0 : 0;  // four rows, all valid or none
-      const float4 u4 = *reinterpret_cast<const float4*>(sU + q * sm.rows + rq);
+      const float4 u4 = *reinterpret_cast<const float4*>(sU + j * sm.rows + rq);
       const float uf[4] = {u4.x, u4.y, u4.z, u4.w};
 #pragma unroll
       for (int f = 0; f < 4; ++f)
@@ -217,31 +174,18 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
 }
 
 /// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, value head,
-/// split): each pass lists the flush rows (common/flush_rows.cuh); a block takes every gridDim-th
-/// item, two stages deep (the next item's ring in flight while it folds this one).
+/// split): common/flush_rows.cuh.
 template <class TIn, class TState, int K, int RPT>
 __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, K, p.rows_per_block);
-  int* const list = reinterpret_cast<int*>(smem + sm.list);
-  int* const slots = reinterpret_cast<int*>(smem + sm.slots);
-  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
-    const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
-                                   min(b0 + kFlushScan, p.batch), list, slots,
-                                   reinterpret_cast<int*>(smem + sm.warps));
-    const int total = nf * p.HV * p.nsplit;
-    int it = blockIdx.x;
-    if (it < total) flush_prefetch<K>(p, sm, smem, FlushItem::of(p, list, slots, it), 0);
-    for (int n = 0; it < total; it += gridDim.x, ++n) {
-      const int st = n & 1;
-      cp_async_wait<0>();  // this item's stage, requested one item ago
-      __syncthreads();     // ... visible to all; every thread is done with the other stage
-      if (it + static_cast<int>(gridDim.x) < total)
-        flush_prefetch<K>(p, sm, smem, FlushItem::of(p, list, slots, it + gridDim.x), st ^ 1);
-      flush_item<TIn, TState, K, RPT>(p, sm, smem, FlushItem::of(p, list, slots, it), st);
-    }
-    __syncthreads();  // the list is rewritten for the next rows
-  }
+  auto item = [&](int b, int slot, int rest) {
+    const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
+    flush_item<TIn, TState, K, RPT>(p, sm, smem, b, slot, vh, v0, min(p.rows_per_block, p.V - v0));
+  };
+  for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
+                      reinterpret_cast<int*>(smem + sm.list),
+                      reinterpret_cast<int*>(smem + sm.warps), item);
   // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
   // launch writes; it still ends only after it, so that what follows in the stream sees both.
   pdl_wait();

@@ -80,33 +80,27 @@ struct GroupSmem {
 };
 
 /// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
-/// the start (every part 16-byte aligned). Two stages (`stage` floats apart), each an item's ring
-/// as stored, by physical row: k^ [R][K], u [R][rows] (then c_j·u_j in place), g [R], and the
-/// cursor words (origin, hist). Then, shared by the stages: c_j [R] by logical record, ā' and the
-/// token's alpha and beta, the token's k^, q^ and alpha·k^ [K] each, the flush rows and their
-/// slots [kFlushScan] each, and per-warp counts [32]. `rows` is rows_per_block.
+/// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
+/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā' and the token's
+/// alpha and beta, the token's k^, q^ and alpha·k^ [K] each, the flush-row list [kFlushScan] and
+/// per-warp counts [32]. `rows` is rows_per_block.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
 struct FlushSmem {
-  enum Word { kOrigin, kHist, kWords = 4 };
-  int rows = 0, k = 0, u = 0, g = 0, words = 0, stage = 0;
-  int c = 0, head = 0, tk = 0, tq = 0, ta = 0, list = 0, slots = 0, warps = 0, total = 0;
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, list = 0, warps = 0;
+  int total = 0;
   __host__ __device__ FlushSmem(int R, int K, int rows_per_block) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
-    k = 0;
-    u = k + R * up4(K);
+    u = k + R * K;
     g = u + R * rows;
-    words = g + up4(R);
-    stage = words + kWords;
-    c = 2 * stage;
+    c = g + up4(R);
     head = c + up4(R);
     tk = head + 4;
-    tq = tk + up4(K);
-    ta = tq + up4(K);
-    list = ta + up4(K);
-    slots = list + kFlushScan;
-    warps = slots + kFlushScan;
+    tq = tk + K;
+    ta = tq + K;
+    list = ta + K;
+    warps = list + kFlushScan;
     total = warps + 32;
   }
 };
