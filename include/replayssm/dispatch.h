@@ -17,13 +17,14 @@ const char* ssm_family_name(SsmFamily f);
 /// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
 /// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*, kernels-mamba2-*):
 ///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
-///     ordinary one): at batch 8 window 1.15-1.22x, mixed 1.02-1.08x (Nano-4B) and 1.05-1.09x
-///     (Super) (f46bfb9 / 16ce3b4 / 3f20ab1 / 91de005, four calls); batch 16 window 1.32-1.33x,
+///     ordinary one): at batch 8 window 1.14-1.23x, mixed 1.02-1.08x (Nano-4B) and 1.05-1.10x
+///     (Super) (f46bfb9 / 16ce3b4 / 3f20ab1 / 91de005 / e264667, five calls); batch 16 window 1.32-1.33x,
 ///     mixed 1.14-1.16x (613ae4b); mixed 1.30-1.56x at 32, 1.38-1.72x from 64; batch 1
 ///     0.54-0.55x: L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
 ///   GDN (Qwen3.5-4B, -122B; group kernel, the ordinary launch without the fold, the flush launch
-///     overlapping it; df46788 / f44553d / af3cdd6, three calls): at batch 8 mixed 1.08x / 1.22x
-///     (window 1.10x / 1.35x), at 32 1.27x / 1.40x, 1.41-1.60x from 64; batch 1 0.46-0.55x:
+///     overlapping it; df46788 / f44553d / af3cdd6 / e264667, four calls): at batch 8 mixed
+///     1.04-1.08x / 1.22-1.24x (window 1.06-1.10x / 1.35-1.38x), at 32 1.26-1.27x / 1.40x,
+///     1.39-1.62x from 64; batch 1 0.45-0.56x:
 ///     L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
 /// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
