@@ -256,7 +256,8 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
     __syncwarp();
 
   // The thread's checkpoint rows from its own chunks of the tile. Rows past nrows stand in for
-  // the thread's first row (their results are dropped); a thread without rows skips the fold.
+  // the thread's first row, or the item's last where the thread has none (their results are
+  // dropped); a thread without rows skips the fold.
   const TState* const tile = reinterpret_cast<const TState*>(base + sm.tile);
   const int rsafe = min(grp, nrows - 1);
   float s[RPT][COLS];

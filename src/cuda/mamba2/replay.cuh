@@ -66,7 +66,8 @@ __device__ __forceinline__ float record_weights_lanes(float d0, float d1, int n,
   return expf(fminf(__fmul_rn(A, __shfl_sync(kFull, s0, 0)), 0.0f));
 }
 
-/// record_weights_lanes for n <= 32 (d1 = 0): the same bits (x + 0 = x) with half the shuffles.
+/// record_weights_lanes for n <= 32 (d1 = 0) with half the shuffles: the same c0 and ā bits (the
+/// suffix sums differ from d1 = 0's at most in the sign of a zero sum, which exp maps to 1).
 __device__ __forceinline__ float record_weights_lanes32(float d0, int n, float A, int lane,
                                                         float& c0) {
   const float s0 = suffix_sum(d0, lane);
