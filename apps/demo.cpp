@@ -80,7 +80,7 @@ double demo_bytes(const DemoOptions& o) {
 int run_demo(const DemoOptions& o) {
   const bool have_gpu = cuda::device_count() > 0;
   if (o.backend == "cuda")
-    throw UnsupportedError("demo: the CUDA path of the demo is not built yet; use --backend cpu");
+    throw UnsupportedError("demo: the CUDA path of the demo is not built yet; use --device cpu");
   const double need = demo_bytes(o), have = host_available_bytes(), gib = 1024.0 * 1024 * 1024;
   check<ConfigError>(have <= 0 || need < 0.9 * have, "demo: --batch ", o.batch, " x --layers ",
                      o.layers, " at --shape ", o.shape, " would need ~",
@@ -120,7 +120,9 @@ void add_demo(CLI::App& app, Action& action) {
   sub->add_option("--seed", o.seed, "random seed")->check(seed_validator());
   sub->add_option("--shape", o.shape, "layer sizes: small, or real (Nemotron-3-Nano-4B, Qwen3.5-4B, Kimi-Linear)")
       ->check(CLI::IsMember({"small", "real"}));
-  sub->add_option("--backend", o.backend, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  // --device as every other command names it; --backend kept for existing scripts.
+  sub->add_option("--device,--backend", o.backend, "cpu, cuda or auto (the demo runs on the CPU)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->callback([&action] { action = [] { return run_demo(o); }; });
 }
 
