@@ -143,6 +143,8 @@ struct Case {
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   return i.param.arch + (i.param.mode == SsmMode::kReplay ? "_replay" : "_snapshot");
 }
+// gtest prints the parameter of a listed or skipped test: the name, not the struct's bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
 class SpecCuda : public ::testing::TestWithParam<Case> {};
 
