@@ -229,26 +229,20 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
       abar = record_weights_lanes(d0, d1, hist, A, lane, c0, c1);
     }
     const TRing* const rawx = reinterpret_cast<const TRing*>(base + sm.rawx);
-    const TRing* const x0 = rawx + win.phys(min(lane, p.R - 1)) * sm.rows;
-    float* const cx0 = scx + lane;
-    if (lane < hist)
+    // c·x_j of this warp's own rows for the record a lane holds (lane, or lane + 32), into its
+    // column `out` of c_j·x_j.
+    auto scale_rows = [&](int j, float c, float* out) {
+      const TRing* const x = rawx + win.phys(j) * sm.rows;
 #pragma unroll
       for (int i = 0; i < RPT; ++i)
 #pragma unroll
         for (int w = 0; w < RPW; ++w) {
           const int r = warp * RPW + w + i * pass;
-          if (r < nrows) cx0[r * sm.xs] = __fmul_rn(c0, to_f32(x0[r]));
+          if (r < nrows) out[r * sm.xs] = __fmul_rn(c, to_f32(x[r]));
         }
-    if (hist > 32 && lane + 32 < hist) {
-      const TRing* const x1 = rawx + win.phys(lane + 32) * sm.rows;
-#pragma unroll
-      for (int i = 0; i < RPT; ++i)
-#pragma unroll
-        for (int w = 0; w < RPW; ++w) {
-          const int r = warp * RPW + w + i * pass;
-          if (r < nrows) cx0[r * sm.xs + 32] = __fmul_rn(c1, to_f32(x1[r]));
-        }
-    }
+    };
+    if (lane < hist) scale_rows(lane, c0, scx + lane);
+    if (hist > 32 && lane + 32 < hist) scale_rows(lane + 32, c1, scx + lane + 32);
   }
   if (new_B)
     __syncthreads();
