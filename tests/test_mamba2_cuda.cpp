@@ -507,7 +507,7 @@ TEST(Mamba2Cuda, ConventionalMatchesOracleAllDtypesSmall) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (DType in : {kF32, kBF16})
     for (DType st : {kF32, kF16, kBF16})
-      for (int rpt : {4, 8}) {
+      for (int rpt : {1, 2, 4, 8}) {
         Case c;
         c.in = in, c.state = st, c.dt_same = in == kBF16 && st == kF16, c.steps = 4;
         c.plan.rows_per_thread = rpt;
@@ -525,6 +525,9 @@ TEST(Mamba2Cuda, ConventionalMatchesOracleRealAndOddShapes) {
     c.plan.rows_per_thread = 4, c.plan.rows_per_block = 8;  // many small blocks
     c.state = kBF16;
     run_conventional(c, seed_for(1003));
+    c.plan.rows_per_thread = 1, c.plan.rows_per_block = 4;  // one chunk per thread
+    c.state = kF32;
+    run_conventional(c, seed_for(1004));
   }
 }
 

@@ -362,10 +362,25 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   Plan p;
   batch = std::max<int64_t>(batch, 1);
   if (latency_bound(d, batch, state)) {
-    // Small batches: more, smaller blocks (2 rows per thread) so that the step fills the GPU.
-    p.rows_per_thread = 2;
-    p.rows_per_block =
-        rows_per_block(d, state, 2, batch * d.num_v_heads, 4 * device_sms(), /*min_rows=*/8);
+    // Small batches: small blocks, few rows per thread, so that every row's copy is in flight at
+    // once and a block's serial part after it lands stays short (H200, same-call A/B against 2
+    // rows per thread over ~4 blocks per SM, bench/NOTES.md "Small batches"): above 4 MB of
+    // state 4 rows per thread in blocks of 32 (batch 4-16: GDN -8 to -16%, KDA -14 to -21%);
+    // up to 4 MB GDN 1 row per thread in blocks of 16 (Qwen3.5-4B batch 1 -4%, Qwen3.5-122B
+    // batch 2 -15%), while KDA keeps 2 rows per thread (1 was 3-41% slower there).
+    const double bytes = static_cast<double>(batch) * d.num_v_heads * d.head_v_dim *
+                         d.head_k_dim * static_cast<double>(dtype_size(state));
+    if (bytes > 4.0 * (1 << 20)) {
+      p.rows_per_thread = 4;
+      p.rows_per_block = even_rows(d, state, 4, 32);
+    } else if (d.gate != ::replayssm::gdn::Gate::kChannel) {
+      p.rows_per_thread = 1;
+      p.rows_per_block = even_rows(d, state, 1, 16);
+    } else {
+      p.rows_per_thread = 2;
+      p.rows_per_block =
+          rows_per_block(d, state, 2, batch * d.num_v_heads, 4 * device_sms(), /*min_rows=*/8);
+    }
   } else {
     // Bandwidth-bound: 8 rows (8 x 2 x 16 bytes of fp32 K = 128 state) in flight per thread;
     // blocks of 64 rows (32 KB fp32 tiles, up to 7 blocks and 224 KB in flight per SM) keep the

@@ -39,7 +39,7 @@ void with_kernel_shape(int N, int rpt, const char* op, Fn&& fn) {
 template <class TIn, class TState>
 void launch_conventional(const StepParams& p, const LaunchShape& ls, cudaStream_t stream) {
   const char* op = "mamba2.conventional_step (cuda)";
-  with_kernel_shape<4, 8>(ls.N, ls.rpt, op, [&](auto n, auto rpt) {
+  with_kernel_shape<1, 2, 4, 8>(ls.N, ls.rpt, op, [&](auto n, auto rpt) {
     launch_with_smem(conventional_kernel<TIn, TState, decltype(n)::value, decltype(rpt)::value>,
                      ls.grid, ls.threads, ls.smem, stream, p, op);
   });

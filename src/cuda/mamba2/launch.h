@@ -25,7 +25,9 @@ struct LaunchShape {
 /// d_state values and rows-per-thread values the kernels are compiled for. The replay kernel holds
 /// 8 rows per thread only with 4-byte checkpoints (a 16-bit row is twice the columns per lane).
 inline bool supported_d_state(int64_t N) { return N == 64 || N == 128; }
-inline bool conventional_rows_per_thread(int64_t rpt) { return rpt == 4 || rpt == 8; }
+inline bool conventional_rows_per_thread(int64_t rpt) {
+  return rpt == 1 || rpt == 2 || rpt == 4 || rpt == 8;
+}
 inline bool replay_rows_per_thread(int64_t rpt, int64_t state_bytes) {
   return rpt == 4 || (rpt == 8 && state_bytes == 4);
 }

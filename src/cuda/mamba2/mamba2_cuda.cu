@@ -171,13 +171,24 @@ void check_plan_rows(const Plan& plan, const Dims& d, int64_t unit, int64_t max_
                      max_threads / 32 * unit, " rows per block)");
 }
 
+/// Tuning runs only: RSSM_MAMBA2_CONVENTIONAL_PLAN="rpt=4,rows=16" (either) replaces those fields
+/// of the dispatcher's choice for every conventional step of the process; resolve_conventional
+/// checks the result like a forced plan.
+void override_conventional_plan(Plan& p) {
+  for_each_plan_override("RSSM_MAMBA2_CONVENTIONAL_PLAN", [&](const std::string& key, int v) {
+    if (key == "rpt") p.rows_per_thread = v;
+    if (key == "rows") p.rows_per_block = v;
+  });
+}
+
 Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DType state,
                           const char* op) {
-  const Plan autop = plan_conventional(d, batch, state);
+  Plan autop = plan_conventional(d, batch, state);
+  override_conventional_plan(autop);
   Plan p = forced;
   if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
   check<ConfigError>(conventional_rows_per_thread(p.rows_per_thread), op,
-                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected 4 or 8");
+                     ": plan rows_per_thread = ", p.rows_per_thread, ", expected 1, 2, 4 or 8");
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   if (p.rows_per_block == 0) {
     if (p.rows_per_thread == autop.rows_per_thread) {
@@ -351,16 +362,25 @@ const char* route_name(Route r) {
 
 Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   Plan p;
-  // Bandwidth-bound: 8 rows (128 bytes of fp32 state) in flight per thread; 16-bit state and
-  // latency-bound steps: 4 rows per thread, more threads.
-  const bool wide = dtype_size(state) == 4 && !latency_bound(d, batch, bits_of(state));
-  p.rows_per_thread = wide ? 8 : 4;
+  p.heads_per_block = 1;
+  p.prefetch_ring = 0;
+  const bool f32 = dtype_size(state) == 4;
+  if (f32 && latency_bound(d, batch, bits_of(state))) {
+    // Latency-bound fp32 steps: blocks of 8 rows, 2 per thread (H200, Nano-4B / Super batch 1:
+    // 4.49 / 4.36 µs, batch 8: 18.4 / 19.5 µs, against 4.98 / 4.88 and 20.1 / 21.9 with the
+    // earlier 4 rows per thread over ~4 blocks per SM; 1 row per thread 4.9 / 25 µs, 8 rows
+    // 5.9 µs at batch 1; bench/NOTES.md "Small batches").
+    p.rows_per_thread = 2;
+    p.rows_per_block = static_cast<int>(std::min<int64_t>(8, d.headdim));
+    return p;
+  }
+  // Bandwidth-bound: 8 rows (128 bytes of fp32 state) in flight per thread; 16-bit state: 4 rows
+  // per thread, more threads.
+  p.rows_per_thread = f32 ? 8 : 4;
   const HostLayout lay = HostLayout::of(d.d_state, dtype_size(state));
   const int64_t unit = lay.rows_per_warp * p.rows_per_thread;
   split_rows(d.headdim, unit, kMaxThreads / 32 * unit, std::max<int64_t>(batch, 1) * d.nheads,
              4 * device_sms(), p.rows_per_block);
-  p.heads_per_block = 1;
-  p.prefetch_ring = 0;
   return p;
 }
 
