@@ -7,10 +7,10 @@
 namespace replayssm {
 namespace {
 
-TEST(Dispatch, Mamba2ReplaysFromBatch8WithAtMost16) {
-  for (int64_t b : {0, 1, 4, 7})
+TEST(Dispatch, Mamba2ReplaysFromBatch16WithAtMost16) {
+  for (int64_t b : {0, 1, 4, 8, 15})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 1);
-  for (int64_t b : {8, 16, 32, 64, 128, 256, 512}) {
+  for (int64_t b : {16, 32, 64, 128, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 8), 8);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 32), 16);
@@ -18,17 +18,23 @@ TEST(Dispatch, Mamba2ReplaysFromBatch8WithAtMost16) {
   }
 }
 
-TEST(Dispatch, GdnReplaysFromBatch8KdaUsesTheConventionalStep) {
-  for (int64_t b : {0, 1, 7}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
-  for (int64_t b : {8, 32, 64, 256, 512}) {
+TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaUsesTheConventionalStep) {
+  const int64_t qwen4b = 32 * 128 * 128 * 4, qwen122b = 64 * 128 * 128 * 4;  // bytes per sequence
+  for (int64_t b : {0, 1, 7, 8, 15}) {
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen4b), 1);
+  }
+  for (int64_t b : {0, 1, 7}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 1);
+  for (int64_t b : {8, 15}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 16);
+  for (int64_t b : {16, 32, 64, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 16);
-    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4), 4);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4, false, qwen4b), 4);
   }
   for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
 }
 
 TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
-  for (int64_t b : {8, 32, 63})
+  for (int64_t b : {8, 16, 32, 63})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, /*read_copy=*/true), 1);
   for (int64_t b : {64, 256, 512})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, true), 16);
@@ -41,6 +47,7 @@ TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
 TEST(Dispatch, RejectsBadArguments) {
   EXPECT_THROW(recommended_ring_length(SsmFamily::kMamba2, 4, 0), ConfigError);
   EXPECT_THROW(recommended_ring_length(SsmFamily::kGdn, -1, 16), ConfigError);
+  EXPECT_THROW(recommended_ring_length(SsmFamily::kGdn, 8, 16, false, -1), ConfigError);
 }
 
 }  // namespace

@@ -15,17 +15,20 @@ const char* ssm_family_name(SsmFamily f);
 /// `requested` (at most 16) where the measured ReplaySSM step beats the conventional step at that
 /// batch both when every row flushes on the same step ("window") and when the rows' flushes are
 /// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
-/// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*, kernels-mamba2-*):
+/// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*,
+/// kernels-mamba2-*, small-*; bench/NOTES.md "Small batches"):
 ///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
-///     ordinary one): at batch 8 window 1.14-1.23x, mixed 1.02-1.08x (Nano-4B) and 1.05-1.10x
-///     (Super) (f46bfb9 / 16ce3b4 / 3f20ab1 / 91de005 / e264667, five calls); batch 16 window 1.32-1.33x,
-///     mixed 1.14-1.16x (613ae4b); mixed 1.30-1.56x at 32, 1.38-1.72x from 64; batch 1
-///     0.54-0.55x: L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
+///     ordinary one), against the small-batch conventional plans of fb24a48 in one call
+///     (bench/results/small-*-fb24a48.*): batch 8 window 1.06x / 1.10x but mixed 0.95x / 0.98x
+///     (Nano-4B / Super); batch 16 mixed 1.31x / 1.28x (window 1.47x / 1.45x), 1.40-1.43x at 32,
+///     1.38-1.72x from 64 (earlier calls); batch 1-4 0.44-0.78x: L = min(requested, 16) at
+///     batch >= 16.
 ///   GDN (Qwen3.5-4B, -122B; group kernel, the ordinary launch without the fold, the flush launch
-///     overlapping it; df46788 / f44553d / af3cdd6 / e264667, four calls): at batch 8 mixed
-///     1.04-1.08x / 1.22-1.24x (window 1.06-1.10x / 1.35-1.38x), at 32 1.26-1.27x / 1.40x,
-///     1.39-1.62x from 64; batch 1 0.45-0.56x:
-///     L = min(requested, 16) at batch >= 8 (smaller batches are not measured).
+///     overlapping it), same call: batch 8 mixed 0.98x (Qwen3.5-4B, 2 MiB of state per sequence)
+///     but 1.14x (Qwen3.5-122B, 4 MiB); batch 16 mixed 1.10x / 1.29x; batch 4 0.62x / 0.97x;
+///     1.28-1.41x at 32 and 1.39-1.62x from 64 (earlier calls): L = min(requested, 16) at batch
+///     >= 16, and from batch 8 where a sequence's state in the layer is >= 4 MiB (`state_bytes`;
+///     0, unknown, takes 16).
 ///   KDA (Kimi-Linear): < 1 at every batch: 1.
 /// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
 /// precision.h): its flushes also write the copy, GDN's refold every record, so replay pays from
@@ -35,8 +38,9 @@ const char* ssm_family_name(SsmFamily f);
 ///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.
 ///   GDN fp32/bf16 and fp32/fp16 (Qwen3.5-4B, df46788): mixed 0.46x at batch 64, 1.01-1.02x at
 ///     256, 1.05-1.06x at 512: at batch >= 256.
-/// Errors: ConfigError if requested < 1 or batch < 0.
+/// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV·V·K·4), or 0.
+/// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
-                                bool read_copy = false);
+                                bool read_copy = false, int64_t state_bytes = 0);
 
 }  // namespace replayssm

@@ -16,14 +16,17 @@ const char* ssm_family_name(SsmFamily f) {
 }
 
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
-                                bool read_copy) {
+                                bool read_copy, int64_t state_bytes) {
   check<ConfigError>(requested >= 1, "requested ring length is ", requested, ", expected >= 1");
   check<ConfigError>(batch >= 0, "batch is ", batch, ", expected >= 0");
+  check<ConfigError>(state_bytes >= 0, "state_bytes is ", state_bytes, ", expected >= 0");
   switch (family) {
     case SsmFamily::kMamba2:
-      return batch >= (read_copy ? 64 : 8) ? std::min<int32_t>(requested, 16) : 1;
-    case SsmFamily::kGdn:
-      return batch >= (read_copy ? 256 : 8) ? std::min<int32_t>(requested, 16) : 1;
+      return batch >= (read_copy ? 64 : 16) ? std::min<int32_t>(requested, 16) : 1;
+    case SsmFamily::kGdn: {
+      const int64_t from = read_copy ? 256 : state_bytes >= (int64_t{4} << 20) ? 8 : 16;
+      return batch >= from ? std::min<int32_t>(requested, 16) : 1;
+    }
     case SsmFamily::kKda:
       return 1;
   }

@@ -247,13 +247,13 @@ TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
 TEST(EngineLoad, RingLengthZeroIsTheDispatchersChoice) {
   ModelOptions o;
   o.ring_L = 0;
-  o.max_slots = 7;  // Mamba-2 replay is not measured faster below batch 8 (dispatch.h): L = 1
+  o.max_slots = 15;  // Mamba-2 replay is not measured faster below batch 16 (dispatch.h): L = 1
   EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 1);
-  o.max_slots = 8;
+  o.max_slots = 16;
   EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 16);
-  o.max_slots = 7;  // GDN replays from batch 8 too
+  o.max_slots = 15;  // GDN with small states (the tiny model's) replays from batch 16 too
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);
-  o.max_slots = 8;
+  o.max_slots = 16;
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 16);
   // A split mode with a read copy replays from larger batches (Mamba-2 64, GDN 256).
   o.ssm = SsmMode::kReplay;

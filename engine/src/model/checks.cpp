@@ -15,8 +15,11 @@ int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch, const std::strin
   for (BlockKind k : cfg.layers) {
     if (k == BlockKind::kMamba2)
       L = std::min(L, recommended_ring_length(SsmFamily::kMamba2, batch, 16, copy));
-    if (k == BlockKind::kGdn)
-      L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16, copy));
+    if (k == BlockKind::kGdn) {
+      const GdnConfig& g = cfg.gdn;
+      const int64_t state_bytes = g.num_v_heads * g.head_v_dim * g.head_k_dim * 4;
+      L = std::min(L, recommended_ring_length(SsmFamily::kGdn, batch, 16, copy, state_bytes));
+    }
   }
   return L;
 }
