@@ -115,6 +115,8 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
     conv.plan = fam.plan_json(fam.plan_conventional(batch), false);
     rows.push_back(conv);
 
+    // The dispatcher's state size: one sequence's state in float32 (dispatch.h).
+    const int64_t fp32_state = bm.state_bytes * 4 / dtype_size(ps.state);
     for (const auto& [L, main] : ring_lengths(cfg, batch)) {
       pool->set_ring(L);
       const auto auto_plan = fam.plan_replay(batch, L);
@@ -165,7 +167,7 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
           r.speedup = conv.us / r.us;
           r.dispatched = is_auto && mode == "window" &&
                          L == recommended_ring_length(fam.ssm_family, batch, cfg.L,
-                                                      cfg.read != StateFormat::kFp32);
+                                                      cfg.read != StateFormat::kFp32, fp32_state);
           rows.push_back(r);
         }
       }
