@@ -24,13 +24,32 @@ TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaUsesTheConventionalStep
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen4b), 1);
   }
-  for (int64_t b : {0, 1, 7}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 1);
-  for (int64_t b : {8, 15}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 16);
+  for (int64_t b : {0, 1, 7})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 1);
+  for (int64_t b : {8, 15})
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, qwen122b), 16);
   for (int64_t b : {16, 32, 64, 256, 512}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4, false, qwen4b), 4);
   }
-  for (int64_t b : {1, 32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
+  for (int64_t b : {1, 32, 256, 512}) {
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, false, qwen122b), 1);
+  }
+}
+
+TEST(Dispatch, StateBytesMoveOnlyGdnWithoutAReadCopy) {
+  const int64_t big = int64_t{64} << 20;  // far above every threshold
+  for (int64_t b : {8, 15}) {  // Mamba-2 ignores the state size
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, false, big), 1);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, big), 16);
+  }
+  for (int64_t b : {8, 64, 255})  // a read copy keeps GDN at batch >= 256, whatever the size
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, true, big), 1);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 256, 16, true, big), 16);
+  // The boundary: 4 MiB replays from batch 8, one byte less from 16.
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 8, 16, false, int64_t{4} << 20), 16);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 8, 16, false, (int64_t{4} << 20) - 1), 1);
 }
 
 TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {

@@ -42,6 +42,7 @@ constexpr double kU = m2::kU32;
 
 constexpr Shape kTiny{4, 16, 64, 2, "tiny 4x16x64 g2"};
 constexpr Shape kOdd{24, 48, 64, 3, "odd 24x48x64 g3"};
+constexpr Shape kOddRows{6, 20, 128, 2, "odd rows 6x20x128 g2"};  // blocks of 8, 8 and 4 rows
 
 struct Case {
   Shape shape = kTiny;
@@ -518,7 +519,7 @@ TEST(Mamba2Cuda, ConventionalMatchesOracleAllDtypesSmall) {
 
 TEST(Mamba2Cuda, ConventionalMatchesOracleRealAndOddShapes) {
   RSSM_SKIP_WITHOUT_CUDA();
-  for (const Shape& sh : {m2::kNano, m2::kSuper, kOdd}) {
+  for (const Shape& sh : {m2::kNano, m2::kSuper, kOdd, kOddRows}) {
     Case c;
     c.shape = sh, c.in = kBF16, c.state = kF32, c.seqs = 3, c.pads = 2, c.steps = 2;
     run_conventional(c, seed_for(1002));

@@ -446,6 +446,14 @@ TEST(Mamba2CudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
     p.flush_split = 17;
     EXPECT_THROW(replay(cache, cur, rows, p), ConfigError);
+    const ref::Mamba2Token tk = prm.token(rng);
+    DevStep one(prm, 1);
+    mamba2::Cache c = cache;
+    one.put({&tk}, {1});
+    p = {};
+    p.rows_per_thread = 3;  // the conventional kernel holds 1, 2, 4 or 8 rows per thread
+    EXPECT_THROW(cm::conventional_step(layer.layer, c, one.tokens(), one.rows(-1), one.y.view(), p),
+                 ConfigError);
   }
   {  // a host tensor among device tensors
     mamba2::Cache c = cache;

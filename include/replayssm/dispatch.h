@@ -38,7 +38,8 @@ const char* ssm_family_name(SsmFamily f);
 ///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.
 ///   GDN fp32/bf16 and fp32/fp16 (Qwen3.5-4B, df46788): mixed 0.46x at batch 64, 1.01-1.02x at
 ///     256, 1.05-1.06x at 512: at batch >= 256.
-/// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV·V·K·4), or 0.
+/// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV V K 4), or 0;
+/// Mamba-2 and KDA ignore it.
 /// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
                                 bool read_copy = false, int64_t state_bytes = 0);

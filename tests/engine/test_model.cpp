@@ -271,6 +271,23 @@ TEST(EngineLoad, RingLengthZeroIsTheDispatchersChoice) {
                ConfigError);
 }
 
+TEST(EngineLoad, RingLengthFollowsTheGdnStateSize) {
+  // A GDN layer's state size reaches the dispatcher: Qwen3.5-122B's 4 MiB per sequence replays
+  // from batch 8, Qwen3.5-4B's 2 MiB from 16 (dispatch.h).
+  ModelConfig cfg;
+  cfg.layers = {BlockKind::kGdn, BlockKind::kAttention};
+  cfg.gdn.num_k_heads = 16, cfg.gdn.head_k_dim = 128, cfg.gdn.head_v_dim = 128;
+  cfg.gdn.num_v_heads = 64;
+  EXPECT_EQ(auto_ring_length(cfg, 7), 1);
+  EXPECT_EQ(auto_ring_length(cfg, 8), 16);
+  cfg.gdn.num_v_heads = 32;
+  EXPECT_EQ(auto_ring_length(cfg, 8), 1);
+  EXPECT_EQ(auto_ring_length(cfg, 16), 16);
+  cfg.layers.push_back(BlockKind::kMamba2);  // the shortest over the families: Mamba-2 from 16
+  cfg.gdn.num_v_heads = 64;
+  EXPECT_EQ(auto_ring_length(cfg, 8), 1);
+}
+
 /// Rewrites dir/model.safetensors without `drop` and with `nan_in` (if non-empty) poisoned.
 void rewrite_checkpoint(const fs::path& dir, const std::string& drop, const std::string& nan_in) {
   std::vector<StWriteTensor> out;

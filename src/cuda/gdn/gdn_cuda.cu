@@ -365,9 +365,9 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
     // Small batches: small blocks, few rows per thread, so that every row's copy is in flight at
     // once and a block's serial part after it lands stays short (H200, same-call A/B against 2
     // rows per thread over ~4 blocks per SM, bench/NOTES.md "Small batches"): above 4 MB of
-    // state 4 rows per thread in blocks of 32 (batch 4-16: GDN -8 to -16%, KDA -14 to -21%);
-    // up to 4 MB GDN 1 row per thread in blocks of 16 (Qwen3.5-4B batch 1 -4%, Qwen3.5-122B
-    // batch 2 -15%), while KDA keeps 2 rows per thread (1 was 3-41% slower there).
+    // state 4 rows per thread in blocks of 32 (GDN batch 2-16 -8 to -16%, KDA batch 4-16 -14 to
+    // -21%); up to 4 MB GDN 1 row per thread in blocks of 16 (Qwen3.5-4B batch 1 -4%, batch 2
+    // -1%), while KDA keeps 2 rows per thread (1 was 3-41% slower there).
     const double bytes = static_cast<double>(batch) * d.num_v_heads * d.head_v_dim *
                          d.head_k_dim * static_cast<double>(dtype_size(state));
     if (bytes > 4.0 * (1 << 20)) {

@@ -70,8 +70,9 @@ struct Plan {
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may
-/// override fields through the environment: RSSM_GDN_CONVENTIONAL_PLAN="rpt=8,rows=64,bulk=1"
-/// (any subset), checked like a forced plan.
+/// override fields of every conventional step through the environment:
+/// RSSM_GDN_CONVENTIONAL_PLAN="rpt=8,rows=64,bulk=1" (any subset), applied where the step resolves
+/// its plan (not here), checked like a forced plan.
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,

@@ -171,9 +171,9 @@ void check_plan_rows(const Plan& plan, const Dims& d, int64_t unit, int64_t max_
                      max_threads / 32 * unit, " rows per block)");
 }
 
-/// Tuning runs only: RSSM_MAMBA2_CONVENTIONAL_PLAN="rpt=4,rows=16" (either) replaces those fields
-/// of the dispatcher's choice for every conventional step of the process; resolve_conventional
-/// checks the result like a forced plan.
+/// Tuning runs only: RSSM_MAMBA2_CONVENTIONAL_PLAN="rpt=4,rows=16" (either) forces those fields
+/// for every conventional step of the process (rpt alone: rows split for it as for a forced
+/// rows_per_thread); resolve_conventional checks the result like a forced plan.
 void override_conventional_plan(Plan& p) {
   for_each_plan_override("RSSM_MAMBA2_CONVENTIONAL_PLAN", [&](const std::string& key, int v) {
     if (key == "rpt") p.rows_per_thread = v;
@@ -183,9 +183,9 @@ void override_conventional_plan(Plan& p) {
 
 Plan resolve_conventional(const Plan& forced, const Dims& d, int64_t batch, DType state,
                           const char* op) {
-  Plan autop = plan_conventional(d, batch, state);
-  override_conventional_plan(autop);
+  const Plan autop = plan_conventional(d, batch, state);
   Plan p = forced;
+  override_conventional_plan(p);
   if (p.rows_per_thread == 0) p.rows_per_thread = autop.rows_per_thread;
   check<ConfigError>(conventional_rows_per_thread(p.rows_per_thread), op,
                      ": plan rows_per_thread = ", p.rows_per_thread, ", expected 1, 2, 4 or 8");
@@ -368,8 +368,9 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   if (f32 && latency_bound(d, batch, bits_of(state))) {
     // Latency-bound fp32 steps: blocks of 8 rows, 2 per thread (H200, Nano-4B / Super batch 1:
     // 4.49 / 4.36 µs, batch 8: 18.4 / 19.5 µs, against 4.98 / 4.88 and 20.1 / 21.9 with the
-    // earlier 4 rows per thread over ~4 blocks per SM; 1 row per thread 4.9 / 25 µs, 8 rows
-    // 5.9 µs at batch 1; bench/NOTES.md "Small batches").
+    // earlier 4 rows per thread over ~4 blocks per SM; 1 row per thread in blocks of 4-16 rows
+    // 4.9 µs at batch 1 and 24-25 at batch 8; 8 per thread 5.8-6.0 µs at batch 1;
+    // bench/NOTES.md "Small batches").
     p.rows_per_thread = 2;
     p.rows_per_block = static_cast<int>(std::min<int64_t>(8, d.headdim));
     return p;

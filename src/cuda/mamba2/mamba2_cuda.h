@@ -44,7 +44,8 @@ struct Plan {
                                ///< group kernel (rows_per_block a multiple of 8) runs any, the
                                ///< per-head kernel 1
   int rows_per_block = 0;      ///< headdim rows per block: P is split over ceil(P / rows) blocks
-  int rows_per_thread = 0;     ///< conventional: 4 or 8; replay: 4, or 8 with a 4-byte checkpoint
+  int rows_per_thread = 0;     ///< conventional: 1, 2, 4 or 8; replay: 4, or 8 with a 4-byte
+                               ///< checkpoint
   int prefetch_ring = -1;      ///< replay: 1 = stage all R ring rows with the checkpoint, without
                                ///< waiting for the cursors (latency-bound batches); 0 = live rows
   int flush_kernel = -1;       ///< replay on the group kernel, output-only route: 1 = flush rows
@@ -61,7 +62,9 @@ struct Plan {
                                ///< heads where their rows fit kFlushThreads)
 };
 
-/// The dispatcher's choice for a conventional step (every field resolved).
+/// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may force
+/// fields of every conventional step through the environment: RSSM_MAMBA2_CONVENTIONAL_PLAN=
+/// "rpt=2,rows=8" (either), applied where the step resolves its plan, checked like a forced plan.
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_MAMBA2_REPLAY_PLAN="rpt=8,split=2,

@@ -77,8 +77,8 @@ void validate_options(const ModelConfig& cfg, const ModelOptions& options);
 
 /// The ring length ring_L = 0 resolves to for a model decoding `batch` rows with state mode
 /// `state` (ModelOptions::state; dispatch.h: the shortest recommendation over the model's SSM
-/// layer families, from larger batches for a split mode with a read copy). ConfigError for an
-/// unknown state name.
+/// layer families, given each GDN layer's state size, from larger batches for a split mode with
+/// a read copy). ConfigError for an unknown state name.
 int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch, const std::string& state = "fp32");
 
 class Checkpoint;
