@@ -42,6 +42,8 @@ void check_writable(const std::string& file, const char* flag) {
   const std::filesystem::path path(file);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   check<ConfigError>(!ec, flag, ": cannot create the folder of '", file, "': ", ec.message());
+  check<ConfigError>(!std::filesystem::is_directory(path, ec), flag, ": '", file,
+                     "' is a folder, expected a file name");
   const bool existed = std::filesystem::exists(path, ec);
   check<ConfigError>(std::ofstream(path, std::ios::app).good(), flag, ": cannot write '", file,
                      "'");
