@@ -164,18 +164,22 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
   const BlockRows x = BlockRows::of<Lay>(p);
   TIn* y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(x.b) * p.HV + x.vh) * p.V + x.r0;
   const int slot = p.slot_ids[x.b];
-  if (slot < 0 || slot >= p.slots) return zero_rows(y, x.nrows);
+  // The token's inputs and v do not depend on the slot: their loads are in flight with the slot
+  // id's (latency-bound small batches wait on that chain), and the arithmetic on them runs while
+  // the state rows fly.
+  const typename Tok::Raw raw = Tok::fetch(p, x.b, x.vh, x.lr);
   extern __shared__ __align__(16) float conv_smem[];
   __shared__ uint64_t bars[kMaxThreads / 32][kMaxRowsPerThread];
-  TileRows<TState, Lay> tile{
-      reinterpret_cast<TState*>(conv_smem),
-      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.HV + x.vh) * p.V + x.r0) * K,
-      bars[x.warp], p.bulk_copy, p.rows_per_thread};
-  tile.request(x);
-  Tok t;
-  t.load(p, x.b, x.vh, x.lr);
+  TileRows<TState, Lay> tile{reinterpret_cast<TState*>(conv_smem), nullptr, bars[x.warp],
+                             p.bulk_copy, p.rows_per_thread};
   float vv[kMaxRowsPerThread];
   load_v<TIn>(p, x, tile, vv);
+  if (slot < 0 || slot >= p.slots) return zero_rows(y, x.nrows);
+  tile.S =
+      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.HV + x.vh) * p.V + x.r0) * K;
+  tile.request(x);
+  Tok t;
+  t.prepare(p, raw);
 #pragma unroll
   for (int i = 0; i < kMaxRowsPerThread; ++i) {
     if (i >= p.rows_per_thread) break;  // uniform over the block

@@ -59,52 +59,70 @@ struct Token {
   float g[GW], alpha[GW];                    ///< log-decay and decay e^g
   float beta = 0.0f, kq = 0.0f;              ///< beta and k^ . q^ (summed over the row's lanes)
 
-  __device__ __forceinline__ void load(const StepParams& p, int b, int vh, int lr) {
+  /// The token's raw inputs for this lane (fetch), and what the step needs of them (prepare).
+  /// fetch issues loads only, so a kernel can put them in flight before it waits on anything.
+  struct Raw {
+    float kr[COLS], qr[COLS];
+    float ar[GW], dr[GW];  ///< gate input a and dt_bias (per column for KDA)
+    float A_log, b;
+  };
+
+  __device__ __forceinline__ static Raw fetch(const StepParams& p, int b, int vh, int lr) {
+    Raw r;
     const int kh = vh / p.group;
     const int64_t qk = (static_cast<int64_t>(b) * p.H + kh) * K;
-    float kr[COLS], qr[COLS];
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
-      load_vec<TIn, VEC>(static_cast<const TIn*>(p.k) + qk + Lay::col(c, lr), &kr[c * VEC]);
-      load_vec<TIn, VEC>(static_cast<const TIn*>(p.q) + qk + Lay::col(c, lr), &qr[c * VEC]);
+      load_vec<TIn, VEC>(static_cast<const TIn*>(p.k) + qk + Lay::col(c, lr), &r.kr[c * VEC]);
+      load_vec<TIn, VEC>(static_cast<const TIn*>(p.q) + qk + Lay::col(c, lr), &r.qr[c * VEC]);
     }
     const int64_t hv = static_cast<int64_t>(b) * p.HV + vh;  // (b, vh) in a and b
-    const float Aexp = expf(p.A_log[vh]);
     if constexpr (KDA) {
-      float ar[COLS], dr[COLS];
 #pragma unroll
       for (int c = 0; c < CPL; ++c) {
-        load_vec<TIn, VEC>(static_cast<const TIn*>(p.a) + hv * K + Lay::col(c, lr), &ar[c * VEC]);
+        load_vec<TIn, VEC>(static_cast<const TIn*>(p.a) + hv * K + Lay::col(c, lr),
+                           &r.ar[c * VEC]);
         load_vec<float, VEC>(p.dt_bias + static_cast<int64_t>(vh) * K + Lay::col(c, lr),
-                             &dr[c * VEC]);
-      }
-#pragma unroll
-      for (int i = 0; i < COLS; ++i) {
-        g[i] = gate_of(ar[i], dr[i], Aexp);
-        alpha[i] = expf(g[i]);
+                             &r.dr[c * VEC]);
       }
     } else {
-      g[0] = gate_of(to_f32(static_cast<const TIn*>(p.a)[hv]), p.dt_bias[vh], Aexp);
-      alpha[0] = expf(g[0]);
+      r.ar[0] = to_f32(static_cast<const TIn*>(p.a)[hv]);
+      r.dr[0] = p.dt_bias[vh];
     }
-    beta = beta_of(to_f32(static_cast<const TIn*>(p.b)[hv]), p.beta_bf16);
+    r.A_log = p.A_log[vh];
+    r.b = to_f32(static_cast<const TIn*>(p.b)[hv]);
+    return r;
+  }
+
+  __device__ __forceinline__ void prepare(const StepParams& p, const Raw& r) {
+    const float Aexp = expf(r.A_log);
+#pragma unroll
+    for (int i = 0; i < GW; ++i) {
+      g[i] = gate_of(r.ar[i], r.dr[i], Aexp);
+      alpha[i] = expf(g[i]);
+    }
+    beta = beta_of(r.b, p.beta_bf16);
     float sk = 0.0f, sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < COLS; ++i) {
-      sk = __fmaf_rn(kr[i], kr[i], sk);
-      sq = __fmaf_rn(qr[i], qr[i], sq);
+      sk = __fmaf_rn(r.kr[i], r.kr[i], sk);
+      sq = __fmaf_rn(r.qr[i], r.qr[i], sq);
     }
     const float ik = inv_norm(lane_group_sum<LPR>(sk));
     const float iq = inv_norm(lane_group_sum<LPR>(sq));
     float d = 0.0f;
 #pragma unroll
     for (int i = 0; i < COLS; ++i) {
-      khat[i] = __fmul_rn(kr[i], ik);
-      qhat[i] = __fmul_rn(__fmul_rn(qr[i], iq), p.scale);
+      khat[i] = __fmul_rn(r.kr[i], ik);
+      qhat[i] = __fmul_rn(__fmul_rn(r.qr[i], iq), p.scale);
       ak[i] = __fmul_rn(alpha[KDA ? i : 0], khat[i]);
       d = __fmaf_rn(qhat[i], khat[i], d);
     }
     kq = lane_group_sum<LPR>(d);
+  }
+
+  __device__ __forceinline__ void load(const StepParams& p, int b, int vh, int lr) {
+    prepare(p, fetch(p, b, vh, lr));
   }
 };
 
