@@ -48,7 +48,7 @@ __device__ __forceinline__ float inv_norm(float sum_sq) {
 
 /// The token of one (batch row, value head) as the lane at position lr of its row group holds it:
 /// its COLS columns of k^, q^ (scaled), alpha . k^ and, for KDA, of the gate; the head's beta.
-/// Every lane of the warp must call load() (lane-group sums).
+/// Every lane of the warp must call prepare() / load() (lane-group sums); fetch() only loads.
 template <class TIn, int StateBytes, int K, bool KDA>
 struct Token {
   using Lay = Layout<StateBytes, K>;
