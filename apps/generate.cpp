@@ -294,7 +294,7 @@ int generate(const GenerateOptions& o) {
     fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
                "rounding\n", ties);
   else
-    fmt::print("{} of {} request{} diverge\n", diverged, reqs.size(), reqs.size() == 1 ? "" : "s");
+    fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(), reqs.size() == 1 ? "" : "s");
   if (!exact && diverged > 0) {
     fmt::print("compare: the two runs round the state differently ({} against {}): the divergence "
                "measures that rounding, not ReplaySSM (compare with --state fp32)\n",
