@@ -215,9 +215,10 @@ int generate(const GenerateOptions& o) {
     }
   }
   const auto& s = main_run.stats;
-  fmt::print("{}: {} request{}, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} tokens/s "
-             "after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
-             opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens, s.generated_tokens, s.steps, s.seconds,
+  fmt::print("{}: {} request{}, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} "
+             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
+             opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens,
+             s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm, main_run.ring,
              batch_size(opt, reqs.size()));
@@ -234,8 +235,9 @@ int generate(const GenerateOptions& o) {
                                                       : engine::SsmMode::kReplay;
   // A split or shared state mode is compared with the fp32 state run the other way (a split mode
   // does not run conventionally, nor a shared one with ReplaySSM).
+  const bool sixteen = opt.state == "bf16" || opt.state == "fp16";
   GenerateOptions cmp_opt = opt;
-  if (opt.state != "bf16" && opt.state != "fp16") cmp_opt.state = "fp32";
+  if (!sixteen) cmp_opt.state = "fp32";
   Run cmp = run_once(cmp_opt, other, reqs, bytes, false);
   const bool replay_main = mode == engine::SsmMode::kReplay;
   const auto& conv = replay_main ? cmp : main_run;
@@ -245,7 +247,6 @@ int generate(const GenerateOptions& o) {
   // differently in the two modes (a read copy, a shared low-precision state, a 16-bit state
   // rounded every step conventionally but at each flush with ReplaySSM), so a divergence then
   // measures the state's rounding: reported with the states named, not an error.
-  const bool sixteen = opt.state == "bf16" || opt.state == "fp16";
   const bool exact = rep.ring == 1 || (!sixteen && parse_state_mode(opt.state).is_default());
   const std::string conv_state = replay_main ? cmp_opt.state : opt.state;
   const std::string rep_state = replay_main ? opt.state : cmp_opt.state;
@@ -294,7 +295,8 @@ int generate(const GenerateOptions& o) {
     fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
                "rounding\n", ties);
   else
-    fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(), reqs.size() == 1 ? "" : "s");
+    fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(),
+               reqs.size() == 1 ? "" : "s");
   if (!exact && diverged > 0) {
     fmt::print("compare: the two runs round the state differently ({} against {}): the divergence "
                "measures that rounding, not ReplaySSM (compare with --state fp32)\n",

@@ -22,7 +22,8 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
   check<ConfigError>(N >= 2, "the text has ", N, " tokens, expected at least 2");
   check<ConfigError>(W >= 1, "windows is ", W, ", expected >= 1");
   check<ConfigError>(N / W >= 2, "windows is ", W, ": ", N, " tokens give windows of ", N / W,
-                     " tokens, expected at least 2 (use at most ", N / 2, N / 2 == 1 ? " window)" : " windows)");
+                     " tokens, expected at least 2 (use at most ", N / 2,
+                     N / 2 == 1 ? " window)" : " windows)");
   check<ConfigError>(!candidates.empty(), "no candidate configuration to evaluate");
   eval_detail::validate_edges(options.bucket_edges);
   const int64_t n = N / W, steps = n - 1;

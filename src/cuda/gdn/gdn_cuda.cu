@@ -158,12 +158,16 @@ StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, co
   return p;
 }
 
-/// Bytes of state the step touches: below a few tens of MB a step is latency-bound (the whole
-/// GPU moves that in ~10 µs), above it bandwidth-bound.
+/// Bytes of state a step of `batch` rows touches.
+double step_state_bytes(const Dims& d, int64_t batch, DType state) {
+  return static_cast<double>(batch) * d.num_v_heads * d.head_v_dim * d.head_k_dim *
+         static_cast<double>(dtype_size(state));
+}
+
+/// Below a few tens of MB of state a step is latency-bound (the whole GPU moves that in ~10 µs),
+/// above it bandwidth-bound.
 bool latency_bound(const Dims& d, int64_t batch, DType state) {
-  const double bytes = static_cast<double>(batch) * d.num_v_heads * d.head_v_dim * d.head_k_dim *
-                       static_cast<double>(dtype_size(state));
-  return bytes <= 32.0 * (1 << 20);
+  return step_state_bytes(d, batch, state) <= 32.0 * (1 << 20);
 }
 
 /// Rows one warp covers with rpt rows per thread.
@@ -368,9 +372,7 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
     // state 4 rows per thread in blocks of 32 (GDN batch 2-16 -8 to -16%, KDA batch 4-16 -14 to
     // -21%); up to 4 MB GDN 1 row per thread in blocks of 16 (Qwen3.5-4B batch 1 -4%, batch 2
     // -1%), while KDA keeps 2 rows per thread (1 was 3-41% slower there).
-    const double bytes = static_cast<double>(batch) * d.num_v_heads * d.head_v_dim *
-                         d.head_k_dim * static_cast<double>(dtype_size(state));
-    if (bytes > 4.0 * (1 << 20)) {
+    if (step_state_bytes(d, batch, state) > 4.0 * (1 << 20)) {
       p.rows_per_thread = 4;
       p.rows_per_block = even_rows(d, state, 4, 32);
     } else if (d.gate != ::replayssm::gdn::Gate::kChannel) {
