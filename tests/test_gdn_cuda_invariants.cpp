@@ -202,7 +202,7 @@ TEST(GdnCudaInvariants, RepeatedLaunchesAreBitIdentical) {
   }
 }
 
-// ---- the GDN flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold ------
+// ---- the flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold (GDN, KDA) --
 
 TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -210,12 +210,17 @@ TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   struct Combo {
     Shape shape;
+    Gate gate;
     DType in, state;
     int L;
   };
-  for (const Combo& cb : {Combo{kQwen4B, kBF16, kF32, 16}, Combo{kOdd, kF32, kF32, 8},
-                          Combo{kGpuSmall, kBF16, kF16, 64}, Combo{kQwen4B, kF32, kBF16, 4}}) {
-    GpuCfg s = make_setup(cb.shape, Gate::kScalar, cb.in, cb.state, cb.L, 24);
+  const Gate gdn = Gate::kScalar, kda = Gate::kChannel;
+  for (const Combo& cb :
+       {Combo{kQwen4B, gdn, kBF16, kF32, 16}, Combo{kOdd, gdn, kF32, kF32, 8},
+        Combo{kGpuSmall, gdn, kBF16, kF16, 64}, Combo{kQwen4B, gdn, kF32, kBF16, 4},
+        Combo{kKimi, kda, kBF16, kF32, 16}, Combo{kOdd, kda, kF32, kF32, 8},
+        Combo{kGpuSmall, kda, kBF16, kF16, 64}, Combo{kKimi, kda, kF32, kBF16, 4}}) {
+    GpuCfg s = make_setup(cb.shape, cb.gate, cb.in, cb.state, cb.L, 24);
     SCOPED_TRACE(s.describe());
     Rng rng(seed);
     const DevLayer layer(s, rng);

@@ -427,11 +427,11 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // thread and V per block below; shrunk until the shared memory fits two blocks per SM).
   p.kernel = 2;
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
-  // GDN flush rows fold in a launch of their own (flush.cuh): with mixed flush phases (the
+  // Flush rows fold in a launch of their own (flush.cuh): with mixed flush phases (the
   // serving case) as fast or faster at every batch measured (Qwen3.5-4B 64 / 256 / 512: 1.15 /
   // 1.31 / 1.38x against 1.04 / 1.29 / 1.36x in one launch; window within 2%; H200, b5f5edb,
-  // bench/NOTES_gdn.md).
-  p.flush_kernel = kda ? 0 : 1;
+  // bench/NOTES_gdn.md); KDA too (session 17, bench/NOTES_gdn.md "KDA").
+  p.flush_kernel = 1;
   // The ordinary launch waits for is_flush before streaming a flush row it would drop (as for
   // Mamba-2: bench/NOTES_gdn.md "Early exit").
   p.early_exit = 1;
@@ -601,8 +601,8 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
       dispatch_replay<bf16>(c.state_dtype, q, s, stream);
   };
   // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch; split modes
-  // refold their flush rows in the group kernel's flush launch, KDA folds in one launch.
-  if (!group || only != 0 || c.kda || p.state_route || plan.flush_kernel != 1)
+  // refold their flush rows in the group kernel's flush launch.
+  if (!group || only != 0 || p.state_route || plan.flush_kernel != 1)
     return launch(p, ls);
   p.only = 1;
   p.early_exit = plan.early_exit == 1;
@@ -623,7 +623,8 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.overlap = p.early_exit && plan.overlap == 1;
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
-      FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block).total *
+      FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
+                c.kda ? static_cast<int>(d.head_k_dim) : 1).total *
       sizeof(float));
   check_smem(fs.smem, op);
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.

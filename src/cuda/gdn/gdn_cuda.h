@@ -58,7 +58,7 @@ struct Plan {
   int units_per_head = 0;   ///< group kernel: row units (4 warps x rows per pass x rows per
                             ///< thread rows) of each value head per block
   int stages = 0;           ///< group kernel: checkpoint units in flight per block, 1..4
-  int flush_kernel = -1;    ///< group kernel, output-only route, GDN gates, default state mode:
+  int flush_kernel = -1;    ///< group kernel, output-only route, default state mode:
                             ///< 1 = flush rows in a launch of their own (flush.cuh) after the
                             ///< ordinary rows' launch; 0 = inside the one launch of every row
   int early_exit = -1;      ///< with flush_kernel 1: 1 = the ordinary launch's blocks of a flush

@@ -53,13 +53,11 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
   with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
     constexpr int K = decltype(k)::value;
     constexpr bool KDA = decltype(kda)::value;
-    if constexpr (!KDA) {
-      if (ls.flush) {
-        auto kernel = flush_kernel<TIn, TState, K, kFlushRowsPerThread>;
-        LaunchShape fs = ls;
-        fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
-        return enqueue(kernel, p, fs, stream, op);
-      }
+    if (ls.flush) {
+      auto kernel = flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread>;
+      LaunchShape fs = ls;
+      fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
+      return enqueue(kernel, p, fs, stream, op);
     }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
     // A launch in which no row folds runs the instantiation without the fold (group_folds).

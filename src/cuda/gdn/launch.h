@@ -81,25 +81,27 @@ struct GroupSmem {
 
 /// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
 /// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
-/// c_j·u_j) by logical record, ring g [R] and c_j [R] by logical record, ā' and the token's
-/// alpha and beta, the token's k^, q^ and alpha·k^ [K] each, the flush-row list [kFlushScan] and
-/// per-warp counts [32]. `rows` is rows_per_block.
+/// c_j·u_j; KDA: c_j⊙k^_j) by logical record, ring g [R][gw] by logical record, c_j [R] (KDA: ā'
+/// [K]), ā' and the token's alpha and beta, the token's k^, q^, alpha·k^ and (KDA) alpha [K]
+/// each, the flush-row list [kFlushScan] and per-warp counts [32]. `rows` is rows_per_block;
+/// gw = K for KDA, 1 for GDN.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
 struct FlushSmem {
-  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, list = 0, warps = 0;
-  int total = 0;
-  __host__ __device__ FlushSmem(int R, int K, int rows_per_block) {
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, tal = 0, list = 0;
+  int warps = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int gw) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
     u = k + R * K;
     g = u + R * rows;
-    c = g + up4(R);
-    head = c + up4(R);
+    c = g + up4(R * gw);
+    head = c + up4(gw > 1 ? K : R);
     tk = head + 4;
     tq = tk + K;
     ta = tq + K;
-    list = ta + K;
+    tal = ta + K;
+    list = tal + (gw > 1 ? K : 0);
     warps = list + kFlushScan;
     total = warps + 32;
   }

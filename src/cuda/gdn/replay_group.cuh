@@ -113,6 +113,8 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     const int q = origin + j;
     return q >= R ? q - R : q;
   };
+  // The row of record j in sK: KDA stages ring k^ by physical row, GDN by logical record.
+  auto krow = [&](int j) { return KDA ? phys(j) : j; };
   auto state_of = [&](int k) {  // global checkpoint rows of unit k
     return static_cast<TState*>(p.state) +
            ((static_cast<int64_t>(slot) * p.HV + unit_head(k)) * p.V + unit_row0(k)) * K;
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     const int cg = lane / LPR;
     t.load(p, b, vh0, lr);
     const float* ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
-    const bool keep_k = (FOLD && fold) || KDA;  // sK exists only then
+    const bool keep_k = FOLD && fold;  // GDN: sK exists only then
     if (!all) resolve();
     const int nrec = all ? R : hist;
     constexpr int RB = 4;  // records per row group in flight
@@ -190,36 +192,35 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       const int idx = u * 32 + lane;
       gv[u] = idx < ngate ? ringg0[gate_at(idx)] : 0.0f;
     }
+    if constexpr (KDA) {
+      // KDA: the stream's dots wait for pass 1 below (the decay is per channel, inside them), so
+      // the records' k^ and g rows come in one round trip: 16-byte asynchronous copies, all in
+      // flight at once, into sK and sG by physical ring row (no registers held while they fly).
+      const int cpr = K / 4;
+      for (int idx = lane; idx < 2 * nrec * cpr; idx += 32) {
+        const int m = idx / cpr, c = idx - m * cpr, jj = m >> 1;
+        const int q = all ? jj : phys(jj);
+        if (m & 1)
+          cp_async16(sG + q * K + 4 * c, ringg0 + q * K + 4 * c);
+        else
+          cp_async16(sK + q * K + 4 * c, ringk + q * K + 4 * c);
+      }
+      cp_async_commit();
+      if (all) resolve();
+      cp_async_wait<0>();
+      __syncwarp();
+    }
+    // GDN: the records' k^ through registers, their dots with the token's k^ and q^ as they land.
 #pragma unroll 1
-    for (int base = 0; base < nrec; base += RB * RPW) {
+    for (int base = 0; base < (KDA ? 0 : nrec); base += RB * RPW) {
       float kj[RB][COLS];
-      float gk[KDA ? RB : 1][KDA ? COLS : 1];  // KDA: the record's gate row (NHB = 1)
 #pragma unroll
       for (int u = 0; u < RB; ++u) {
         const int jj = base + u * RPW + cg;
         if (jj < nrec) {
-          const int q = all ? jj : phys(jj);
-          const float* row = ringk + q * K;
+          const float* row = ringk + (all ? jj : phys(jj)) * K;
 #pragma unroll
           for (int c = 0; c < CPL; ++c) load_vec<float, VEC>(row + Lay::col(c, lr), &kj[u][c * VEC]);
-          if constexpr (KDA) {
-#pragma unroll
-            for (int c = 0; c < CPL; ++c)
-              load_vec<float, VEC>(ringg0 + q * K + Lay::col(c, lr), &gk[u][c * VEC]);
-          }
-        }
-      }
-      if constexpr (KDA) {
-#pragma unroll
-        for (int u = 0; u < RB; ++u) {
-          const int jj = base + u * RPW + cg;
-          if (jj < nrec) {
-            const int q = all ? jj : phys(jj);
-#pragma unroll
-            for (int c = 0; c < CPL; ++c)
-#pragma unroll
-              for (int v = 0; v < VEC; ++v) sG[q * K + Lay::col(c, lr) + v] = gk[u][c * VEC + v];
-          }
         }
       }
       if (all) resolve();  // the first rows are in flight
@@ -287,8 +288,6 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       // Per key channel, one value head (NHB = 1, the plan's rule for KDA). The running gate sums
       // go from the token backwards (E(j) = g_tok + g_{h-1} + .. + g_{j+1}), so every exponent is
       // <= 0 and every E(j) has the same bits in each pass below.
-      Tok th;  // the token's gate of the value head
-      th.load(p, b, vh0, lr);
       auto gate_row = [&](int j, float* gj) {
 #pragma unroll
         for (int c = 0; c < CPL; ++c)
@@ -296,7 +295,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       };
       float acc[COLS];
 #pragma unroll
-      for (int i = 0; i < COLS; ++i) acc[i] = fold ? 0.0f : th.g[i];
+      for (int i = 0; i < COLS; ++i) acc[i] = fold ? 0.0f : t.g[i];
       // Pass 1 (what the stream waits for): the whole sum, e^{E(-1)} (ordinary: ⊙ k^ and q^;
       // fold: ā' per channel), beta, the token's gate record.
 #pragma unroll 1
@@ -316,13 +315,13 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
             sBK[col] = fold ? w : __fmul_rn(w, t.khat[i]);
             if (!fold) sBQ[col] = __fmul_rn(w, t.qhat[i]);
           }
-        if (lr == 0) sHd[1] = th.beta;
+        if (lr == 0) sHd[1] = t.beta;
         if (!flush && ru == 0) {
           float* wg = p.ring_g + ((static_cast<int64_t>(slot) * p.HV + vh0) * R + qh) * K;
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
 #pragma unroll
-            for (int v = 0; v < VEC; ++v) wg[Lay::col(c, lr) + v] = th.g[c * VEC + v];
+            for (int v = 0; v < VEC; ++v) wg[Lay::col(c, lr) + v] = t.g[c * VEC + v];
         }
       }
       // Ordinary rows: the stream's dots need only pass 1; the per-record scalars below are for
@@ -333,7 +332,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       // group's running sum adds the gates one at a time in the same order as pass 1.
       float run[COLS];
 #pragma unroll
-      for (int i = 0; i < COLS; ++i) run[i] = fold ? 0.0f : th.g[i];
+      for (int i = 0; i < COLS; ++i) run[i] = fold ? 0.0f : t.g[i];
       for (int m = 1; m <= cg && hist - m >= 0; ++m) {
         float gj[COLS];
         gate_row(hist - m, gj);
@@ -350,7 +349,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll
             for (int v = 0; v < VEC; ++v) {
               const int i = c * VEC + v;
-              float* kjc = sK + j * K + Lay::col(c, lr) + v;
+              float* kjc = sK + krow(j) * K + Lay::col(c, lr) + v;
               const float w = expf(run[i]);
               if (fold) {
                 if (!refold) *kjc = __fmul_rn(w, *kjc);
@@ -504,7 +503,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll
                 for (int v = 0; v < VEC; ++v) {
                   const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-                  rec.khat[i] = sK[j * K + col];
+                  rec.khat[i] = sK[krow(j) * K + col];
                   rec.qhat[i] = 0.0f;
                   if constexpr (KDA) rec.alpha[i] = expf(sG[q * K + col]);
                 }
@@ -521,7 +520,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll 2
           for (int j = 0; j < (refold ? 0 : hist); ++j) {
             float kq[COLS];
-            const float* kjr = sK + j * K;
+            const float* kjr = sK + krow(j) * K;
 #pragma unroll
             for (int c = 0; c < CPL; ++c)
 #pragma unroll
