@@ -18,7 +18,7 @@ TEST(Dispatch, Mamba2ReplaysFromBatch16WithAtMost16) {
   }
 }
 
-TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaUsesTheConventionalStep) {
+TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaFrom32AtL8) {
   const int64_t qwen4b = 32 * 128 * 128 * 4, qwen122b = 64 * 128 * 128 * 4;  // bytes per sequence
   for (int64_t b : {0, 1, 7, 8, 15}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 1);
@@ -32,9 +32,14 @@ TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaUsesTheConventionalStep
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16), 16);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 4, false, qwen4b), 4);
   }
-  for (int64_t b : {1, 32, 256, 512}) {
+  for (int64_t b : {0, 1, 8, 16, 31}) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 1);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, false, qwen122b), 1);
+  }
+  for (int64_t b : {32, 64, 256, 512}) {  // KDA's heavier records: at most 8
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16), 8);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 32, false, qwen122b), 8);
+    EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 4), 4);
   }
 }
 

@@ -28,7 +28,7 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
       return batch >= from ? std::min<int32_t>(requested, 16) : 1;
     }
     case SsmFamily::kKda:
-      return 1;
+      return !read_copy && batch >= 32 ? std::min<int32_t>(requested, 8) : 1;
   }
   return 1;
 }
