@@ -244,6 +244,8 @@ TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
           plan.flush_kernel = flush_kernel;
           plan.early_exit = rpt == 8 ? 1 : 0;  // the ordinary launch's two ways to leave a flush row
           plan.overlap = overlap;
+          // The flush launch's block size: 64 / 128 / 256 threads (items of 16 / 32 / 64 rows).
+          plan.flush_threads = rpt == 4 ? 64 : overlap == 0 ? 128 : 256;
           gdn::Cache cache = pool.cache();
           cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
                           st.y.view(), plan);
@@ -424,6 +426,9 @@ TEST(GdnCudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
     p = {};
     p.overlap = 2;  // 0, 1 or -1 (auto)
+    EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
+    p = {};
+    p.flush_threads = 96;  // 64, 128 or 256
     EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
   }
   {  // a host tensor among device tensors (public API: device check)

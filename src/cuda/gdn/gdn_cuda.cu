@@ -245,6 +245,10 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.overlap < 0) p.overlap = std::max(autop.overlap, 0);
   check<ConfigError>(p.overlap == 0 || p.overlap == 1, op, ": plan overlap = ", p.overlap,
                      ", expected -1 (auto), 0 or 1");
+  if (p.flush_threads == 0)
+    p.flush_threads = autop.flush_threads > 0 ? autop.flush_threads : kFlushThreads;
+  check<ConfigError>(p.flush_threads == 64 || p.flush_threads == 128 || p.flush_threads == 256,
+                     op, ": plan flush_threads = ", p.flush_threads, ", expected 64, 128 or 256");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -282,7 +286,7 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool 
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0,exit=1,pdl=1" (any subset) replaces those fields of the dispatcher's choice for every
+/// flush=0,exit=1,pdl=1,fthreads=128" (any subset) replaces those fields of the dispatcher's choice for every
 /// replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
@@ -295,6 +299,7 @@ void override_replay_plan(Plan& p) {
     if (key == "flush") p.flush_kernel = v;
     if (key == "exit") p.early_exit = v;
     if (key == "pdl") p.overlap = v;
+    if (key == "fthreads") p.flush_threads = v;
   });
 }
 
@@ -439,6 +444,7 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // launch; as for Mamba-2: bench/NOTES.md "FlashInfer side by side, and the flush launch
   // overlapping the ordinary one").
   p.overlap = 1;
+  p.flush_threads = kFlushThreads;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
@@ -613,7 +619,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;
   const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);
-  f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, kFlushThreads / 32 * unit));
+  f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, plan.flush_threads / 32 * unit));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.head_v_dim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
   LaunchShape fs = ls;

@@ -67,6 +67,9 @@ struct Plan {
   int overlap = -1;         ///< with flush_kernel 1 and early_exit 1: 1 = the flush launch
                             ///< starts while the ordinary launch's last blocks run (programmatic
                             ///< dependent launch, sm_90+); 0 = after it
+  int flush_threads = 0;    ///< with flush_kernel 1: threads per block of the flush launch, 64,
+                            ///< 128 or 256 (an item is that many / 32 warps' rows of one value
+                            ///< head); 0 = the dispatcher's
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may
