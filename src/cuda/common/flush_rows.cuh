@@ -2,8 +2,8 @@
 // flush on this step, in batch order, and the items (flush row, rest) a persistent block takes.
 // The grid is fixed (one CUDA graph serves every mix of rows), so instead of a block per (row,
 // head) that mostly exits at once, every block lists the flush rows itself (one slot id and one
-// is_flush load per row, all in flight) and takes a contiguous, balanced range of the list's
-// items: rows that do not flush cost one pass of loads, not a block launch each.
+// is_flush load per row, all in flight) and walks items blockIdx.x, + gridDim.x, ... of the list:
+// rows that do not flush cost one pass of loads, not a block launch each.
 #pragma once
 #include <cstdint>
 
@@ -48,6 +48,27 @@ __device__ __forceinline__ int list_flush_rows(const int32_t* slot_ids, const in
     __syncthreads();
   }
   return nf;
+}
+
+/// Calls item(b, slot, rest) for each item of this block: rest in [0, per_row) indexes the work
+/// of flush row b (valid slot, is_flush set). `list` [kFlushScan] and `warp_counts` [32] are
+/// shared memory. Every thread of the block must call it (it synchronises the block); item() may
+/// synchronise too: a block's threads see the same items. blockDim.x a multiple of 32.
+template <class Item>
+__device__ __forceinline__ void for_each_flush_item(const int32_t* slot_ids, const int8_t* is_flush,
+                                                    int slots, int batch, int per_row, int* list,
+                                                    int* warp_counts, Item&& item) {
+  for (int b0 = 0; b0 < batch; b0 += kFlushScan) {
+    const int nf = list_flush_rows(slot_ids, is_flush, slots, b0, min(b0 + kFlushScan, batch),
+                                   list, nullptr, warp_counts);
+    for (int it = blockIdx.x; it < nf * per_row; it += gridDim.x) {
+      const int fr = it / per_row;
+      const int b = list[fr];
+      item(b, slot_ids[b], it - fr * per_row);
+      __syncthreads();  // the next item reuses the block's staging
+    }
+    __syncthreads();  // the list is rewritten for the next rows
+  }
 }
 
 }  // namespace replayssm::cuda

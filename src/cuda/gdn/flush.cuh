@@ -13,15 +13,13 @@
 // Why: as for Mamba-2 (mamba2/flush.cuh, bench/NOTES.md "Mamba-2 flush kernel"), a flush row
 // folding inside the ordinary launch stops streaming and straggles: at Qwen3.5-4B batch 256 a
 // flush cost 1.8x a conventional step (bench/NOTES_gdn.md). Here an item is rows
-// [v0, v0 + rows_per_block) of one value head of one flush row. A block takes a contiguous range
-// of items, two deep: the next item's checkpoint rows are copied by cp.async into the other of
-// two shared-memory stages while the block folds the current one (every thread copies and later
-// reads only its own RPT consecutive rows and lane chunks); the item's ring rows are copied by
-// cp.async after its cursor (k^_j of the key head [h][K], u_j of the rows [h][rows], both float32
-// as stored) while warp 0 forms the record weights and the token (k^, q^, alpha·k^ into shared
-// memory: registers are for the state rows), u_j is scaled by c_j in place (KDA: k^_j by c_j),
-// and the fold is a register-tiled rank-h update.
-// Grid: persistent over the flush rows' items (common/flush_rows.cuh lists them); shared memory
+// [v0, v0 + rows_per_block) of one value head of one flush row: the checkpoint goes straight into
+// registers (RPT consecutive rows per thread), the ring rows are copied by cp.async (k^_j of the
+// key head [h][K], u_j of the rows [h][rows], both float32 as stored) while warp 0 forms the
+// record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for the state
+// rows), u_j is scaled by c_j in place (KDA: k^_j by c_j), and the fold is a register-tiled rank-h
+// update.
+// Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
 #pragma once
 #include "cuda/common/async_copy.cuh"
@@ -34,57 +32,9 @@
 namespace replayssm::cuda::gdn {
 
 /// One flush item: rows [v0, v0 + nrows) of value head vh of batch row b (a flush row of slot).
-struct FlushItem {
-  int b = -1, slot = 0, vh = 0, v0 = 0, nrows = 0;
-  /// Item `it` of a pass whose flush rows are list[] (batch rows) and slots[].
-  __device__ static FlushItem of(const StepParams& p, const int* list, const int* slots, int it) {
-    const int per_row = p.HV * p.nsplit;
-    const int fr = it / per_row, rest = it - fr * per_row;
-    FlushItem m;
-    m.b = list[fr], m.slot = slots[fr];
-    m.vh = rest / p.nsplit;
-    m.v0 = (rest - m.vh * p.nsplit) * p.rows_per_block;
-    m.nrows = min(p.rows_per_block, p.V - m.v0);
-    return m;
-  }
-};
-
-/// The thread's first row of an item (RPT consecutive rows; Lay's row groups over the warps).
-template <class Lay, int RPT>
-__device__ __forceinline__ int flush_row0() {
-  const int lane = threadIdx.x & 31;
-  return ((threadIdx.x >> 5) * Lay::kRowsPerWarp + lane / Lay::kLanesPerRow) * RPT;
-}
-
-/// Copies this thread's checkpoint rows and chunks of item m into stage st (cp.async), then
-/// commits one copy group — an empty one where m is not an item (m.b < 0).
-template <class TState, int K, int RPT>
-__device__ __forceinline__ void stage_checkpoint(const StepParams& p, const FlushSmem& sm,
-                                                 float* smem, const FlushItem& m, int st) {
-  using Lay = Layout<sizeof(TState), K>;
-  if (m.b >= 0) {
-    const int lr = (threadIdx.x & 31) % Lay::kLanesPerRow, r0 = flush_row0<Lay, RPT>();
-    const TState* const S =
-        static_cast<const TState*>(p.state) +
-        ((static_cast<int64_t>(m.slot) * p.HV + m.vh) * p.V + m.v0) * K;
-    TState* const tile = reinterpret_cast<TState*>(smem + sm.ckpt + st * sm.stage);
-#pragma unroll
-    for (int i = 0; i < RPT; ++i)
-      if (r0 + i < m.nrows)
-#pragma unroll
-        for (int c = 0; c < Lay::kChunksPerLane; ++c)
-          cp_async16(tile + (r0 + i) * K + Lay::col(c, lr),
-                     S + static_cast<int64_t>(r0 + i) * K + Lay::col(c, lr));
-  }
-  cp_async_commit();
-}
-
-/// Folds item m, whose checkpoint rows were staged into stage st one item ago; stages the next
-/// item (`next`, or none) into the other stage once its own ring copies are in flight.
 template <class TIn, class TState, int K, bool KDA, int RPT>
 __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
-                                           const FlushItem& m, int st, const FlushItem& next) {
-  const int b = m.b, slot = m.slot, vh = m.vh, v0 = m.v0, nrows = m.nrows;
+                                           int b, int slot, int vh, int v0, int nrows) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, KDA>;
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
@@ -92,15 +42,23 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
-  const int r0 = flush_row0<Lay, RPT>();  // the thread's first row
+  const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;  // the thread's first row
   const int R = p.R;
   const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
   const int hist = win.hist;
   auto phys = [&](int j) { return win.phys(j); };
 
+  // The checkpoint rows of this thread, straight into registers (all requested before any use).
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;
   TState* const S = static_cast<TState*>(p.state) + (sv * p.V + v0) * K;
-  const TState* const tile = reinterpret_cast<const TState*>(smem + sm.ckpt + st * sm.stage);
+  uint4 raw[RPT][CPL];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i)
+#pragma unroll
+    for (int c = 0; c < CPL; ++c)
+      raw[i][c] = r0 + i < nrows ? load16_raw_stream(S + static_cast<int64_t>(r0 + i) * K +
+                                                     Lay::col(c, lr))
+                                 : make_uint4(0, 0, 0, 0);
 
   float* const sK = smem + sm.k;        // [R][K] ring k^ by logical record (KDA: then c_j⊙k^_j)
   float* const sU = smem + sm.u;        // [R][rows] ring u (GDN: then c_j·u_j)
@@ -132,7 +90,6 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     }
   }
   cp_async_commit();
-  stage_checkpoint<TState, K, RPT>(p, sm, smem, next, st ^ 1);  // the next item, a group behind
   if (!KDA && tid < 32) {  // the record weights, as the group kernel's chain lane forms them
     for (int j = lane; j < hist; j += 32) sG[j] = ringg[phys(j)];
     __syncwarp();
@@ -160,7 +117,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       if (lane == 0) sHd[1] = w.alpha[0], sHd[2] = w.beta;
     }
   }
-  cp_async_wait<1>();  // this item's checkpoint rows (one item ago) and ring rows; not the next's
+  cp_async_wait<0>();
   __syncthreads();
   if constexpr (KDA) {
     // Per key channel, as the group kernel's chain forms them: the gate sums from the newest
@@ -190,7 +147,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       abar[KDA ? c * VEC + v : 0] = KDA ? sC[Lay::col(c, lr) + v] : sHd[0];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
-    tile_row<TState, Lay>(tile, r0 + i, lr, r0 + i < nrows, s[i]);
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) unpack16<TState>(raw[i][c], &s[i][c * VEC]);
 #pragma unroll
     for (int e = 0; e < COLS; ++e) s[i][e] = __fmul_rn(abar[KDA ? e : 0], s[i][e]);
   }
@@ -245,35 +203,19 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
 }
 
-/// A persistent grid (a few blocks per SM): each pass lists the flush rows (common/flush_rows.cuh)
-/// and every block takes a contiguous, balanced range of the pass's items (flush row, value head,
-/// split), two deep.
+/// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, value head,
+/// split): common/flush_rows.cuh.
 template <class TIn, class TState, int K, bool KDA, int RPT>
 __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
-  const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1, static_cast<int>(sizeof(TState)));
-  int* const list = reinterpret_cast<int*>(smem + sm.list);
-  int* const slots = reinterpret_cast<int*>(smem + sm.slots);
-  const int per_row = p.HV * p.nsplit;
-  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
-    const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
-                                   min(b0 + kFlushScan, p.batch), list, slots,
-                                   reinterpret_cast<int*>(smem + sm.warps));
-    const int64_t total = static_cast<int64_t>(nf) * per_row;
-    const int it0 = static_cast<int>(total * blockIdx.x / gridDim.x);
-    const int it1 = static_cast<int>(total * (blockIdx.x + 1) / gridDim.x);
-    if (it0 < it1) {
-      FlushItem cur = FlushItem::of(p, list, slots, it0);
-      stage_checkpoint<TState, K, RPT>(p, sm, smem, cur, 0);
-      for (int it = it0; it < it1; ++it) {
-        const FlushItem next = it + 1 < it1 ? FlushItem::of(p, list, slots, it + 1) : FlushItem{};
-        flush_item<TIn, TState, K, KDA, RPT>(p, sm, smem, cur, (it - it0) & 1, next);
-        __syncthreads();  // the next item reuses the block's ring staging
-        cur = next;
-      }
-    }
-    __syncthreads();  // the list is rewritten for the next rows
-  }
+  const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1);
+  auto item = [&](int b, int slot, int rest) {
+    const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
+    flush_item<TIn, TState, K, KDA, RPT>(p, sm, smem, b, slot, vh, v0, min(p.rows_per_block, p.V - v0));
+  };
+  for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
+                      reinterpret_cast<int*>(smem + sm.list),
+                      reinterpret_cast<int*>(smem + sm.warps), item);
   // Launched to overlap the ordinary launch (Plan::overlap), this kernel reads nothing that
   // launch writes; it still ends only after it, so that what follows in the stream sees both.
   pdl_wait();

@@ -630,8 +630,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
-                c.kda ? static_cast<int>(d.head_k_dim) : 1,
-                static_cast<int>(dtype_size(c.state_dtype))).total *
+                c.kda ? static_cast<int>(d.head_k_dim) : 1).total *
       sizeof(float));
   check_smem(fs.smem, op);
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.

@@ -80,22 +80,19 @@ struct GroupSmem {
 };
 
 /// The flush kernel (flush.cuh): threads per block at most, and its shared memory in floats from
-/// the start (every part 16-byte aligned): two checkpoint stages [rows][K] (state dtype), sK
-/// [R][K] ring k^ and sU [R][rows] ring u (then
+/// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
 /// c_j·u_j; KDA: c_j⊙k^_j) by logical record, ring g [R][gw] by logical record, c_j [R] (KDA: ā'
 /// [K]), ā' and the token's alpha and beta, the token's k^, q^, alpha·k^ and (KDA) alpha [K]
-/// each, the flush rows' batch rows and slots [kFlushScan] each and per-warp counts [32]. `rows`
-/// is rows_per_block; gw = K for KDA, 1 for GDN.
+/// each, the flush-row list [kFlushScan] and per-warp counts [32]. `rows` is rows_per_block;
+/// gw = K for KDA, 1 for GDN.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
 struct FlushSmem {
-  int rows = 0, stage = 0, ckpt = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0;
-  int tal = 0, list = 0, slots = 0, warps = 0, total = 0;
-  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int gw, int state_bytes) {
+  int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, tal = 0, list = 0;
+  int warps = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int gw) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
-    stage = up4(rows * K * state_bytes / 4);
-    k = ckpt + 2 * stage;
     u = k + R * K;
     g = u + R * rows;
     c = g + up4(R * gw);
@@ -105,8 +102,7 @@ struct FlushSmem {
     ta = tq + K;
     tal = ta + K;
     list = tal + (gw > 1 ? K : 0);
-    slots = list + kFlushScan;
-    warps = slots + kFlushScan;
+    warps = list + kFlushScan;
     total = warps + 32;
   }
 };
