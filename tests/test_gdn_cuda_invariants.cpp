@@ -202,7 +202,7 @@ TEST(GdnCudaInvariants, RepeatedLaunchesAreBitIdentical) {
   }
 }
 
-// ---- the flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold (GDN, KDA) --
+// ---- the flush kernel (flush.cuh) folds exactly as the group kernel's in-launch fold (GDN, KDA)
 
 TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
   RSSM_SKIP_WITHOUT_CUDA();

@@ -12,11 +12,13 @@ enum class SsmFamily : uint8_t { kMamba2, kGdn, kKda };
 const char* ssm_family_name(SsmFamily f);
 
 /// The ring length to decode `batch` rows with, given the length the caller asked for (>= 1):
-/// `requested` (at most 16) where the measured ReplaySSM step beats the conventional step at that
-/// batch both when every row flushes on the same step ("window") and when the rows' flushes are
-/// spread over the steps ("mixed", the serving case under continuous batching), else 1. Source:
-/// `replayssm_bench kernels` on the H200, fp32 state, L = 16 (bench/results/kernels-all-*,
-/// kernels-mamba2-*, small-*; bench/NOTES.md "Small batches"):
+/// `requested` (at most 16; KDA 8) where the measured ReplaySSM step beats the conventional step
+/// at that batch both when every row flushes on the same step ("window") and when the rows'
+/// flushes are spread over the steps ("mixed", the serving case under continuous batching), else
+/// 1. Source:
+/// `replayssm_bench kernels` on the H200, fp32 state, L = 16, KDA also L = 8
+/// (bench/results/kernels-all-*, kernels-mamba2-*, small-*, kernels-kda-L8-*; bench/NOTES.md
+/// "Small batches", bench/NOTES_gdn.md "Session 17"):
 ///   Mamba-2 (Nano-4B, Super; heads per block by fewest waves, the flush launch overlapping the
 ///     ordinary one), against the small-batch conventional plans of fb24a48 in one call
 ///     (bench/results/small-*-fb24a48.*): batch 8 window 1.06x / 1.10x but mixed 0.95x / 0.98x

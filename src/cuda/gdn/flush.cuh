@@ -1,5 +1,5 @@
-// The GDN ReplaySSM flush in a launch of its own (the dispatcher's choice on the output-only route
-// of the group kernel, scalar gates, default state mode): the ordinary launch (the group kernel
+// The GDN / KDA ReplaySSM flush in a launch of its own (the dispatcher's choice on the output-only
+// route of the group kernel, default state mode): the ordinary launch (the group kernel
 // with only = 1) leaves flush rows, this kernel serves only them. A flush row folds its h ring
 // records and then the token into the checkpoint and writes it once:
 //   S_h = ā'·S0 + Σ_{j<h} (c_j·u_j) k^_jᵀ, c_j = e^{g_{j+1} + .. + g_{h-1}}, ā' = e^{g_0 + .. +
@@ -15,10 +15,10 @@
 // flush cost 1.8x a conventional step (bench/NOTES_gdn.md). Here an item is rows
 // [v0, v0 + rows_per_block) of one value head of one flush row: the checkpoint goes straight into
 // registers (RPT consecutive rows per thread), the ring rows are copied by cp.async (k^_j of the
-// key head [h][K], u_j of the rows [h][rows], both float32 as stored) while warp 0 forms the
-// record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for the state
-// rows), u_j is scaled by c_j in place (KDA: k^_j by c_j), and the fold is a register-tiled rank-h
-// update.
+// key head [h][K], u_j of the rows [h][rows], KDA's g_j [h][K], float32 as stored) while warp 0
+// forms the record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for
+// the state rows), u_j is scaled by c_j in place (KDA: k^_j by c_j), and the fold is a
+// register-tiled rank-h update.
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
 #pragma once
@@ -211,7 +211,8 @@ __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParam
   const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1);
   auto item = [&](int b, int slot, int rest) {
     const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
-    flush_item<TIn, TState, K, KDA, RPT>(p, sm, smem, b, slot, vh, v0, min(p.rows_per_block, p.V - v0));
+    flush_item<TIn, TState, K, KDA, RPT>(p, sm, smem, b, slot, vh, v0,
+                                         min(p.rows_per_block, p.V - v0));
   };
   for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
                       reinterpret_cast<int*>(smem + sm.list),

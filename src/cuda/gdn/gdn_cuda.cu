@@ -245,10 +245,11 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   if (p.overlap < 0) p.overlap = std::max(autop.overlap, 0);
   check<ConfigError>(p.overlap == 0 || p.overlap == 1, op, ": plan overlap = ", p.overlap,
                      ", expected -1 (auto), 0 or 1");
-  if (p.flush_threads == 0)
+  if (p.flush_threads == 0 || p.flush_threads == -1)
     p.flush_threads = autop.flush_threads > 0 ? autop.flush_threads : kFlushThreads;
   check<ConfigError>(p.flush_threads == 64 || p.flush_threads == 128 || p.flush_threads == 256,
-                     op, ": plan flush_threads = ", p.flush_threads, ", expected 64, 128 or 256");
+                     op, ": plan flush_threads = ", p.flush_threads,
+                     ", expected 0 or -1 (auto), 64, 128 or 256");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -286,8 +287,8 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool 
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0,exit=1,pdl=1,fthreads=128" (any subset) replaces those fields of the dispatcher's choice for every
-/// replay step of the process.
+/// flush=0,exit=1,pdl=1,fthreads=128" (any subset) replaces those fields of the dispatcher's
+/// choice for every replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
     if (key == "kernel") p.kernel = v;
@@ -299,7 +300,7 @@ void override_replay_plan(Plan& p) {
     if (key == "flush") p.flush_kernel = v;
     if (key == "exit") p.early_exit = v;
     if (key == "pdl") p.overlap = v;
-    if (key == "fthreads") p.flush_threads = v;
+    if (key == "fthreads") p.flush_threads = v;  // flush_threads
   });
 }
 
@@ -435,7 +436,7 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // Flush rows fold in a launch of their own (flush.cuh): with mixed flush phases (the
   // serving case) as fast or faster at every batch measured (Qwen3.5-4B 64 / 256 / 512: 1.15 /
   // 1.31 / 1.38x against 1.04 / 1.29 / 1.36x in one launch; window within 2%; H200, b5f5edb,
-  // bench/NOTES_gdn.md); KDA too (session 17, bench/NOTES_gdn.md "KDA").
+  // bench/NOTES_gdn.md); KDA too (bench/NOTES_gdn.md "Session 17: KDA's ordinary step").
   p.flush_kernel = 1;
   // The ordinary launch waits for is_flush before streaming a flush row it would drop (as for
   // Mamba-2: bench/NOTES_gdn.md "Early exit").

@@ -37,6 +37,9 @@ namespace replayssm::cuda::gdn {
 // FOLD = false (group_folds, launch.h): an ordinary launch (only = 1, output-only route), whose
 // flush rows leave before the row loop: the fold is not compiled, nor is ring k^ staged (GDN), so
 // the GDN instantiation at 4 rows per thread fits 96 registers and a fourth block per SM.
+// KDA keeps the bound of 3 blocks per SM (its fold instantiation spills at 96 registers); its
+// ordinary launch compiles to 80 registers, so where its shared memory allows (L <= 8) a fourth
+// block fits anyway (bench/NOTES_gdn.md "Session 17").
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
 __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
     replay_group_kernel(const StepParams p) {
@@ -55,7 +58,8 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   const int NU = NHB * UPH;
   const GroupSmem sm(R, K, GW, U, static_cast<int>(sizeof(TState)), NHB, UPH, NS, FOLD || KDA);
   float* const sU = smem + sm.u;      // [NU][R][U] ring u of the units, by physical ring row
-  float* const sK = smem + sm.k;      // [R][K] ring k^ by logical record (KDA fold: k^_j ⊙ c_j)
+  float* const sK = smem + sm.k;      // [R][K] ring k^: GDN by logical record, KDA by physical
+                                      // ring row (krow below; KDA fold: then k^_j ⊙ c_j)
   float* const sKK = smem + sm.kk;    // [R] k^_j·k^
   float* const sKQ = smem + sm.kq;    // [R] k^_j·q^
   float* const sCK = smem + sm.ck;    // [NHB][R] ck_j (fold: c_j, GDN)
@@ -220,7 +224,8 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
         if (jj < nrec) {
           const float* row = ringk + (all ? jj : phys(jj)) * K;
 #pragma unroll
-          for (int c = 0; c < CPL; ++c) load_vec<float, VEC>(row + Lay::col(c, lr), &kj[u][c * VEC]);
+          for (int c = 0; c < CPL; ++c)
+            load_vec<float, VEC>(row + Lay::col(c, lr), &kj[u][c * VEC]);
         }
       }
       if (all) resolve();  // the first rows are in flight
