@@ -32,10 +32,12 @@ const char* ssm_family_name(SsmFamily f);
 ///     >= 16, and from batch 8 where a sequence's state in the layer is >= 4 MiB (`state_bytes`;
 ///     0, unknown, takes 16).
 ///   KDA (Kimi-Linear; the flush launch and the ordinary launch without the fold, as GDN, H200,
-///     bb52d7c, bench/NOTES_gdn.md "Session 17"): a record is 2.3% of the state (per-channel g),
-///     so L = 8 beats 16: at batch 64 / 256 window 1.29x / 1.38x (mixed 1.24x / 1.36x) against
-///     1.09x / 1.21x at L = 16; L = 16 at batch 8 / 16 0.71x / 0.65x, at 32 1.06-1.07x: L =
-///     min(requested, 8) at batch >= 32; with a read copy (not measured since): 1.
+///     bench/NOTES_gdn.md "Session 17"): a record is 2.3% of the state (per-channel g), so L = 8
+///     beats 16 at batch 64-256: window 1.29x / 1.38x (mixed 1.24x / 1.36x) at 64 / 256 against
+///     1.09x / 1.21x at L = 16 (bench/results/sweep-kda-L-bb52d7c.txt, kda-ab-new-bb52d7c.txt);
+///     at L = 8 batch 8 / 16 0.79x / 0.75x window (mixed 0.74x / 0.70x), batch 32 1.22x (1.16x),
+///     512 1.20x (1.24x) (kernels-kda-L8-39485d2.txt): L = min(requested, 8) at batch >= 32;
+///     with a read copy (not measured since): 1.
 /// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
 /// precision.h): its flushes also write the copy, GDN's refold every record, so replay pays from
 /// larger batches; at L = 1 the step is the fp32 conventional one (the copy is never read):
