@@ -21,7 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
+#include "cli_words.h"
 #include "copy_ceiling.h"
+#include "cuda/device.h"
 #include "cuda_util.h"
 #include "gdn_kernels.h"
 #include "mamba2_kernels.h"
@@ -92,14 +95,16 @@ const char* inputs_of(const std::string& family) {
   return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; random slots";
 }
 
-/// The current device's properties; a BenchError saying so plainly where there is no GPU.
+/// The current device's properties; a BenchError saying so plainly where there is no GPU (the
+/// library's device summary: a missing driver is told apart from an old one).
 cudaDeviceProp require_device() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess || n == 0)
-    throw BenchError(std::string("no CUDA device (") +
-                     (err != cudaSuccess ? cudaGetErrorString(err) : "none found") +
-                     "): replayssm_bench times CUDA kernels and needs a GPU");
+  if (err != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    throw BenchError(cuda::device_summary() +
+                     ": replayssm_bench times CUDA kernels and needs a GPU");
+  }
   int dev = 0;
   BENCH_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -127,6 +132,28 @@ nlohmann::json results_header(const char* bench, const std::string& commit,
   return j;
 }
 
+/// A usage error: found before any device work, reported in one line with exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// --out must name a file that can be written, checked before the run rather than after it: not a
+/// folder, its folder existing (or creatable) and writable.
+void check_out_path(const std::string& out) {
+  if (out.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path path(out);
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw UsageError("--out: " + out + " is a folder, expected a file");
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path())
+    dir = dir.parent_path();  // the nearest existing folder, where the missing ones would go
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+    throw UsageError("--out: cannot write " + out + " (" + dir.string() +
+                     " is not a writable folder)");
+}
+
 void write_json(const nlohmann::json& j, const std::string& out) {
   const std::filesystem::path path(out);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -134,6 +161,25 @@ void write_json(const nlohmann::json& j, const std::string& out) {
   f << j.dump(2) << "\n";
   f.close();
   if (!f) throw BenchError("could not write " + out);
+}
+
+/// The kernels command's usage errors, none of which needs a GPU: shapes of another family, a
+/// read copy the family's benchmark does not run, an --out that cannot be written.
+void check_kernels_usage(const KernelsArgs& a) {
+  bool any = false;
+  for (const std::string& f : families(a.family)) {
+    if (family_shapes(f, a.shapes).empty()) continue;
+    any = true;
+    const StateFormat read = read_format(a.state);
+    try {
+      state_name(state_dtype(a.state), read);
+      if (f != "mamba2" && read != StateFormat::kFp32) read_dtype16(read);
+    } catch (const BenchError& e) {
+      throw UsageError(std::string("--state ") + a.state + ": " + e.what());
+    }
+  }
+  if (!any) throw UsageError("--shapes: no shape of --family " + a.family);
+  check_out_path(a.out);
 }
 
 int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
@@ -248,25 +294,33 @@ struct VerifyArgs {
   std::string inputs = "bf16";
 };
 
+/// The Mamba-2 shapes' names.
+std::vector<std::string> mamba2_shape_names() {
+  std::vector<std::string> names;
+  for (const Mamba2Shape& m : mamba2_shapes()) names.push_back(m.name);
+  return names;
+}
+
+/// The verify command's usage errors, none of which needs a GPU: f32 inputs on a GDN/KDA shape,
+/// an --out that cannot be written.
+void check_verify_usage(const VerifyArgs& a, const CLI::App& cmd) {
+  if (a.inputs == "f32" && cmd.count("--shapes") > 0) {
+    const std::vector<std::string> mamba2 = mamba2_shape_names();
+    std::string names;
+    for (const std::string& m : mamba2) names += (names.empty() ? "" : ", ") + m;
+    for (const std::string& s : a.shapes)
+      if (std::find(mamba2.begin(), mamba2.end(), s) == mamba2.end())
+        throw UsageError("--inputs f32 is for the Mamba-2 shapes (" + names + "); " + s +
+                         " runs bf16 inputs only");
+  }
+  check_out_path(a.out);
+}
+
 int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
   VerifyConfig cfg;
   cfg.inputs = a.inputs == "f32" ? DType::kF32 : DType::kBF16;
   cfg.shapes = a.shapes;
-  if (cfg.inputs != DType::kBF16) {  // checked before the device: a usage error needs no GPU
-    std::vector<std::string> mamba2;
-    std::string names;
-    for (const Mamba2Shape& m : mamba2_shapes())
-      names += (mamba2.empty() ? "" : ", ") + m.name, mamba2.push_back(m.name);
-    if (cmd.count("--shapes") == 0) cfg.shapes = mamba2;
-    for (const std::string& s : cfg.shapes)
-      if (std::find(mamba2.begin(), mamba2.end(), s) == mamba2.end()) {
-        std::fprintf(stderr,
-                     "replayssm_bench: error: --inputs f32 is for the Mamba-2 shapes (%s); %s runs "
-                     "bf16 inputs only\n",
-                     names.c_str(), s.c_str());
-        return 2;
-      }
-  }
+  if (cfg.inputs != DType::kBF16 && cmd.count("--shapes") == 0) cfg.shapes = mamba2_shape_names();
   const cudaDeviceProp prop = require_device();
   cfg.batches = a.batches;
   cfg.Ts = a.Ts;
@@ -328,6 +382,7 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
 
 int main(int argc, char** argv) {
   using namespace replayssm::bench;
+  namespace cli = replayssm::cli;
   CLI::App app{"replayssm_bench: kernel benchmarks of replayssm (CUDA events, graph replays, "
                "state pools larger than L2, random slots)"};
   app.require_subcommand(1);
@@ -340,14 +395,21 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"nano-4b", "super-120b", "qwen3.5-4b", "qwen3.5-122b",
                              "kimi-linear"}));
-  k->add_option("--batch", a.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
-  k->add_option("--L", a.L, "ring length of the main points")->check(CLI::Range(3, 64));
+  k->add_option("--batch", a.batches, "batch sizes")
+      ->delimiter(',')
+      ->check(cli::in_range(int64_t{1}, int64_t{65535}))
+      ->capture_default_str();
+  k->add_option("--L", a.L, "ring length of the main points")
+      ->check(cli::in_range(3, 64))
+      ->capture_default_str();
   k->add_option("--L-sweep", a.sweep_L, "ring lengths of the L sweep")
       ->delimiter(',')
-      ->check(CLI::Range(3, 64));
+      ->check(cli::in_range(3, 64))
+      ->capture_default_str();
   k->add_option("--L-sweep-batch", a.sweep_batches, "batch sizes of the L sweep")
       ->delimiter(',')
-      ->check(CLI::Range(1, 65535));
+      ->check(cli::in_range(int64_t{1}, int64_t{65535}))
+      ->capture_default_str();
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
@@ -356,9 +418,11 @@ int main(int argc, char** argv) {
                              "fp32/nvfp4"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
   k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");
-  k->add_option("--seed", a.seed, "random seed of inputs, slots and phases");
+  k->add_option("--seed", a.seed, "random seed of inputs, slots and phases")
+      ->check(cli::seed_validator())
+      ->capture_default_str();
   k->add_option("--replays", a.replays, "timed graph replays (default 25, quick 10)")
-      ->check(CLI::Range(1, 10000));
+      ->check(cli::in_range(1, 10000));
   k->add_flag("--quick", a.quick, "smoke run: batches 1,64,256, L sweep 4,32 at 64, 10 replays");
   VerifyArgs v;
   CLI::App* vc = app.add_subcommand(
@@ -367,26 +431,58 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"nano-4b", "super-120b", "qwen3.5-4b", "qwen3.5-122b",
                              "kimi-linear"}));
-  vc->add_option("--batch", v.batches, "batch sizes")->delimiter(',')->check(CLI::Range(1, 65535));
-  vc->add_option("--T", v.Ts, "tokens per verify step")->delimiter(',')->check(CLI::Range(1, 8));
+  vc->add_option("--batch", v.batches, "batch sizes")
+      ->delimiter(',')
+      ->check(cli::in_range(int64_t{1}, int64_t{65535}))
+      ->capture_default_str();
+  vc->add_option("--T", v.Ts, "tokens per verify step")
+      ->delimiter(',')
+      ->check(cli::in_range(1, 8))
+      ->capture_default_str();
   vc->add_option("--L", v.L, "ring length of the decode step; T tokens verify with max(L, 4T)")
-      ->check(CLI::Range(2, 64));
+      ->check(cli::in_range(2, 64))
+      ->capture_default_str();
   vc->add_option("--out", v.out, "write the results JSON here (DESIGN.md §4)");
   vc->add_option("--commit", v.commit, "commit recorded in the JSON (git rev-parse HEAD)");
-  vc->add_option("--seed", v.seed, "random seed of inputs, slots and phases");
+  vc->add_option("--seed", v.seed, "random seed of inputs, slots and phases")
+      ->check(cli::seed_validator())
+      ->capture_default_str();
   vc->add_option("--replays", v.replays, "timed graph replays (default 25, quick 10)")
-      ->check(CLI::Range(1, 10000));
+      ->check(cli::in_range(1, 10000));
   vc->add_flag("--quick", v.quick, "smoke run: batches 64,256, T 4,8, 10 replays");
   vc->add_option("--inputs", v.inputs,
                  "dtype of the Mamba-2 inputs, outputs and ring x / B: bf16 (default) or f32 (as "
                  "the engine feeds them; Mamba-2 shapes only)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+  const std::string errs[] = {
+      cli::unknown_command(app, argc, argv, "replayssm_bench"),
+      cli::empty_list_element(argc, argv,
+                              {"--batch", "--shapes", "--L-sweep", "--L-sweep-batch", "--T"})};
+  for (const std::string& err : errs)
+    if (!err.empty()) {
+      std::fprintf(stderr, "replayssm_bench: error: %s (see --help)\n", err.c_str());
+      return 2;
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "replayssm_bench: error: %s (see --help)\n", e.what());
     return 2;
+  }
+  // Usage errors and a missing GPU before any output; errors of a run after its progress line.
+  try {
+    if (vc->parsed())
+      check_verify_usage(v, *vc);
+    else
+      check_kernels_usage(a);
+    require_device();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
+    return 1;
   }
   try {
     if (vc->parsed()) return run_verify_cmd(v, *vc);

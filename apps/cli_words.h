@@ -1,0 +1,65 @@
+// Argument checks CLI11 leaves out, shared by replayssm and replayssm_bench: a word that names no
+// command, and an empty element of a comma-separated list option.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <initializer_list>
+#include <map>
+#include <string>
+
+namespace replayssm::cli {
+
+/// CLI11 reports a word that names no subcommand only as "A subcommand is required": the first
+/// words that are not options must name a subcommand at each level. `tool` names the program in
+/// the message; `hints` adds a sentence after an unknown word. Returns "" or the error.
+inline std::string unknown_command(CLI::App& app, int argc, char** argv, const std::string& tool,
+                                   const std::map<std::string, std::string>& hints = {}) {
+  CLI::App* cur = &app;
+  std::string path = tool;
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    const auto subs = cur->get_subcommands([](CLI::App*) { return true; });
+    std::string names;
+    for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
+    // Before the command, the tool itself takes only --help and --version.
+    const bool version = app.get_option_no_throw("--version") != nullptr;
+    if (cur == &app && !w.empty() && w[0] == '-' && w != "-h" && w != "--help" &&
+        !(version && w == "--version"))
+      return "unknown option '" + w + "' of " + tool + ", expected a command first (" + names +
+             ") or --help" + (version ? " / --version" : "");
+    if (w.empty() || w[0] == '-' || subs.empty()) return "";  // options and leaf arguments
+    CLI::App* sub = nullptr;
+    for (CLI::App* s : subs)
+      if (s->check_name(w)) sub = s;
+    if (sub == nullptr) {
+      std::string msg = "unknown command '" + w + "' of " + path + ", expected one of " + names;
+      if (const auto h = hints.find(w); h != hints.end()) msg += " (" + h->second + ")";
+      return msg;
+    }
+    cur = sub;
+    path += " " + w;
+  }
+  if (cur->get_require_subcommand_min() > 0) {  // the words ended before a required command
+    std::string names;
+    for (const CLI::App* s : cur->get_subcommands([](CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    return path + " needs a command, one of " + names;
+  }
+  return "";
+}
+
+/// A list option (comma-separated) among `lists` with an empty element: CLI11 would drop it
+/// silently. Returns "" or the error.
+inline std::string empty_list_element(int argc, char** argv,
+                                      std::initializer_list<const char*> lists) {
+  for (int i = 1; i + 1 < argc; ++i)
+    for (const char* name : lists) {
+      const std::string v = argv[i + 1];
+      if (argv[i] != std::string(name)) continue;
+      if (v.empty() || v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
+        return std::string(name) + ": empty element in '" + v + "'";
+    }
+  return "";
+}
+
+}  // namespace replayssm::cli
