@@ -32,8 +32,13 @@ CLI::Validator in_range(T lo, T hi) {
   CLI::Validator v(
       [lo, hi, text](std::string& s) -> std::string {
         T x{};
-        if (!parse_decimal(s, x))
+        if (!parse_decimal(s, x)) {
+          // A whole number too large for T is out of range, not "not a whole number".
+          long double wide = 0;
+          if (parse_decimal(s, wide) && std::is_integral_v<T> && wide == std::floor(wide))
+            return "value " + s + " not in range " + text(lo) + " to " + text(hi);
           return "'" + s + "' is not " + (std::is_integral_v<T> ? "a whole number" : "a number");
+        }
         if (!(x >= lo && x <= hi))  // NaN fails too
           return "value " + s + " not in range " + text(lo) + " to " + text(hi);
         return std::string();
