@@ -14,15 +14,20 @@ namespace replayssm::cli {
 /// the message; `hints` adds a sentence after an unknown word. Returns "" or the error.
 inline std::string unknown_command(CLI::App& app, int argc, char** argv, const std::string& tool,
                                    const std::map<std::string, std::string>& hints = {}) {
+  auto names_of = [](CLI::App* a) {  // "a, b, c": the commands of a
+    std::string names;
+    for (const CLI::App* s : a->get_subcommands([](CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    return names;
+  };
+  const bool version = app.get_option_no_throw("--version") != nullptr;
   CLI::App* cur = &app;
   std::string path = tool;
   for (int i = 1; i < argc; ++i) {
     const std::string w = argv[i];
     const auto subs = cur->get_subcommands([](CLI::App*) { return true; });
-    std::string names;
-    for (const CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
-    // Before the command, the tool itself takes only --help and --version.
-    const bool version = app.get_option_no_throw("--version") != nullptr;
+    const std::string names = names_of(cur);
+    // Before the command, the tool itself takes only --help (and --version where it has one).
     if (cur == &app && !w.empty() && w[0] == '-' && w != "-h" && w != "--help" &&
         !(version && w == "--version"))
       return "unknown option '" + w + "' of " + tool + ", expected a command first (" + names +
@@ -39,12 +44,8 @@ inline std::string unknown_command(CLI::App& app, int argc, char** argv, const s
     cur = sub;
     path += " " + w;
   }
-  if (cur->get_require_subcommand_min() > 0) {  // the words ended before a required command
-    std::string names;
-    for (const CLI::App* s : cur->get_subcommands([](CLI::App*) { return true; }))
-      names += (names.empty() ? "" : ", ") + s->get_name();
-    return path + " needs a command, one of " + names;
-  }
+  if (cur->get_require_subcommand_min() > 0)  // the words ended before a required command
+    return path + " needs a command, one of " + names_of(cur);
   return "";
 }
 

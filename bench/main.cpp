@@ -137,21 +137,15 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// --out must name a file that can be written, checked before the run rather than after it: not a
-/// folder, its folder existing (or creatable) and writable.
+/// --out must name a file that can be written, checked before the run rather than after it
+/// (the CLI's check_writable, reported as a usage error).
 void check_out_path(const std::string& out) {
   if (out.empty()) return;
-  namespace fs = std::filesystem;
-  const fs::path path(out);
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw UsageError("--out: " + out + " is a folder, expected a file");
-  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path())
-    dir = dir.parent_path();  // the nearest existing folder, where the missing ones would go
-  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
-    throw UsageError("--out: cannot write " + out + " (" + dir.string() +
-                     " is not a writable folder)");
+  try {
+    cli::check_writable(out, "--out");
+  } catch (const ConfigError& e) {
+    throw UsageError(e.what());
+  }
 }
 
 void write_json(const nlohmann::json& j, const std::string& out) {
