@@ -1,14 +1,14 @@
 // Split state modes fp32/bf16 and fp32/fp16 on the CUDA GDN/KDA replay step (precision.h): a
-// split pool and a conventional fp32 pool decode the same token streams through the public API
-// over many flushes. The split flush refolds every record with the conventional update from the
-// fp32 checkpoint (u recomputed from the ring's v and beta), so, checked after every step:
-//   - a flushed checkpoint equals the conventional fp32 state of the same token bit for bit, and
-//     the flush row's output equals the conventional output bit for bit: nothing read from the
-//     16-bit copy entered the recurrence;
+// split pool and an fp32/fp32 replay pool of the same L decode the same token streams through the
+// public API over many flushes. The split flush recomputes every record's u from the fp32
+// checkpoint and the ring's v and beta as the fp32 mode's ordinary steps computed it (flush.cuh),
+// so, checked after every step:
+//   - a flushed checkpoint equals the fp32 mode's bit for bit, and the flush row's output equals
+//     the fp32 mode's bit for bit: nothing read from the 16-bit copy entered the recurrence;
 //   - the read copy is the checkpoint rounded to nearest even, element for element;
-//   - ordinary rows' outputs differ from the conventional ones only by reading the rounded copy
-//     (and the u of earlier ordinary steps computed from it): within 2^-5 of the step's output
-//     scale for bf16, 2^-8 for fp16 — far below a real divergence, far above fp32 noise;
+//   - ordinary rows' outputs differ from the fp32 mode's only by reading the rounded copy (and
+//     the u of earlier ordinary steps computed from it): within 2^-5 of the step's output scale
+//     for bf16, 2^-8 for fp16 — far below a real divergence, far above fp32 noise;
 //   - pad rows give y = 0; slots outside the batch keep their checkpoint and copy; guard bytes.
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
@@ -35,9 +35,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
   SCOPED_TRACE(s.describe() + ", mode " + mode.name() + ", seed " + std::to_string(seed));
   Rng rng(seed);
   const DevLayer layer(s, rng);
-  GpuCfg sc = s;
-  sc.ring = RingConfig{1, 1, RingMode::kDecode};
-  DevPool conv(sc, 1, rng), split(s, L, rng);
+  DevPool fp32(s, L, rng), split(s, L, rng);
   const Shape& sh = s.shape;
   const DType rd = read == StateFormat::kBf16 ? kBF16 : kF16;
   DeviceBuffer copy(rd, {s.slots, sh.HV, sh.V, sh.K}, 191);
@@ -51,7 +49,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
     return c;
   };
   const std::vector<int32_t> owned{1, 3, 5, 7};  // slots 0, 2, 4, 6, 8 are never in a batch
-  reset_slots(conv, owned);
+  reset_slots(fp32, owned);
   {
     DeviceBuffer ids(DType::kI32, {4}, 178);
     ids.set_values(std::vector<double>(owned.begin(), owned.end()));
@@ -80,12 +78,13 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
     sa.y.poison(), sb.y.poison();
     const std::vector<uint8_t> flush_before = split.flush.download();
     const std::vector<uint8_t> S_before = split.state.download(), C_before = copy.download();
-    gdn::Cache ca = conv.cache(), cb = split_cache();
-    gdn::conventional_step(layer.layer, ca, sa.tokens(), sa.rows(-1), sa.y.view());
+    gdn::Cache ca = fp32.cache(), cb = split_cache();
+    gdn::replay_step(layer.layer, ca, fp32.cursors(), sa.tokens(), sa.rows(-1), sa.y.view());
     gdn::replay_step(layer.layer, cb, split.cursors(), sb.tokens(), sb.rows(-1), sb.y.view());
     cuda::device_synchronize();
+    commit_step(fp32, ids, -1);
     commit_step(split, ids, -1);
-    const std::vector<uint8_t> Sa = conv.state.download(), Sb = split.state.download();
+    const std::vector<uint8_t> Sa = fp32.state.download(), Sb = split.state.download();
     const std::vector<double> S = split.state.values(), Cv = copy.values();
     const std::vector<double> ya = sa.y.values(), yb = sb.y.values();
     double scale = 0.0;
@@ -101,7 +100,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
       (flush ? flush_rows : ordinary_rows) += 1;
       if (flush) {
         ASSERT_EQ(std::memcmp(Sa.data() + slot * n * 4, Sb.data() + slot * n * 4, n * 4), 0)
-            << "row " << b << ": the flushed checkpoint differs from the conventional fp32 state";
+            << "row " << b << ": the flushed checkpoint differs from the fp32 mode's";
         for (int64_t i = slot * n; i < (slot + 1) * n; ++i)
           ASSERT_EQ(Cv[i], cuda_test::round_to(rd, S[i]))
               << "read copy element " << i - slot * n << " of slot " << slot;
@@ -109,7 +108,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
       for (int64_t i = 0; i < HVV; ++i) {
         const double d = std::abs(ya[b * HVV + i] - yb[b * HVV + i]);
         if (flush)
-          ASSERT_EQ(d, 0.0) << "flush row " << b << " output " << i << " differs from conventional";
+          ASSERT_EQ(d, 0.0) << "flush row " << b << " output " << i << " differs from the fp32 mode's";
         else
           ASSERT_LE(d, tol * scale + (in == kBF16 ? 0x1p-7 * scale : 0.0))
               << "ordinary row " << b << " output " << i << " (scale " << scale << ")";
@@ -130,12 +129,12 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
   }
   EXPECT_GT(flush_rows, 0);
   EXPECT_GT(ordinary_rows, 0);
-  EXPECT_TRUE(conv.guards_intact() && split.guards_intact() && copy.guards_intact() &&
+  EXPECT_TRUE(fp32.guards_intact() && split.guards_intact() && copy.guards_intact() &&
               ring_v.guards_intact() && ring_beta.guards_intact() && layer.guards_intact())
       << "guard bytes";
 }
 
-TEST(GdnCudaModes, SplitSixteenBitReadCopiesRefoldTheConventionalRecurrence) {
+TEST(GdnCudaModes, SplitSixteenBitReadCopiesFlushTheFp32Recurrence) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
     for (StateFormat read : {StateFormat::kBf16, StateFormat::kFp16}) {
@@ -144,6 +143,8 @@ TEST(GdnCudaModes, SplitSixteenBitReadCopiesRefoldTheConventionalRecurrence) {
       if (::testing::Test::HasFailure()) return;
     }
   run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kBf16, 16, 36, test_seed(16003));
+  run_split(kKimi, Gate::kChannel, kBF16, StateFormat::kBf16, 16, 36, test_seed(16004));
+  run_split(kKimi, Gate::kChannel, kF32, StateFormat::kFp16, 8, 30, test_seed(16005));
 }
 
 }  // namespace

@@ -19,6 +19,17 @@
 // forms the record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for
 // the state rows), u_j is scaled by c_j in place (KDA: k^_j by c_j), and the fold is a
 // register-tiled rank-h update.
+// Split state modes (fp32/bf16, fp32/fp16; EXACT = true): the ordinary steps read the 16-bit copy,
+// so the ring's u came from copy reads and must not enter the recurrence. The flush recomputes
+// every u_j from the fp32 checkpoint exactly as the fp32 mode's ordinary step j computed it
+// (replay_group.cuh epilogue, the same roundings in the same order):
+//   u_j = beta_j (v_j - hk_j),  hk_j = A_j·(S0_r·k^_j) + Σ_{i<j} u_i ck_{j,i},
+//   A_j = e^{g_j + g_{j-1} + .. + g_0},  ck_{j,i} = e^{g_j + .. + g_{i+1}} k^_i·k^_j
+// (KDA: the decay per channel inside the dots, S0_r·(e^{g_j + .. + g_0} ⊙ k^_j) and
+// ck_{j,i} = (e^{g_j + .. + g_{i+1}} ⊙ k^_i)·k^_j, A = 1), from the ring's v, beta, k^ and g, then
+// folds them as above and writes the checkpoint and its 16-bit copy: the flushed checkpoint is the
+// fp32 mode's bit for bit (a GPU test), in one pass over S0 instead of h sequential delta-rule
+// updates (bench/NOTES_gdn.md "Session 18").
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
 #pragma once
@@ -31,8 +42,137 @@
 
 namespace replayssm::cuda::gdn {
 
+/// Split modes (flush_item with EXACT): unpacks the thread's checkpoint rows into s and turns the
+/// staged ring rows into the fold's: v_j into u_j recomputed from the fp32 checkpoint as the fp32
+/// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every
+/// thread of the block calls it (it synchronises the block, but not before it returns).
+template <class TIn, int K, bool KDA, int RPT>
+__device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R, int hist,
+                                        int nrows, int r0, int lr,
+                                        const uint4 (&raw)[RPT][Layout<4, K>::kChunksPerLane],
+                                        float (&s)[RPT][Layout<4, K>::kCols]) {
+  using Lay = Layout<4, K>;
+  constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
+  constexpr int LPR = Lay::kLanesPerRow;
+  constexpr int TPC = LPR / RPT;  // records per transposed sum (RPT rows x TPC records = LPR)
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  float* const sK = smem + sm.k;
+  float* const sU = smem + sm.u;
+  float* const sG = smem + sm.g;
+  float* const sC = smem + sm.c;
+  float* const sCK = smem + sm.ck;      // [R][R] ck_{j,i} (i < j)
+  float* const sA = smem + sm.a;        // [R] A_j (GDN)
+  float* const sBeta = smem + sm.beta;  // [R] beta_j (flush_item loads it)
+  float* const sDk = smem + sm.dk;      // [R][rows] S0_r·k^_j (KDA: ·sBk_j), then u_j
+  float* const sBk = smem + sm.bk;      // KDA: [R][K] e^{g_j + .. + g_0} ⊙ k^_j
+
+  // 1. Per record pair i < j, ck_{j,i}: one pair per row group of LPR lanes, the chain warp's
+  //    dot (record first, its lanes' columns in order, then the butterfly) and gate sums (from
+  //    g_j down, one gate at a time); rounds are whole-block so that every lane shuffles.
+  const int ngroups = nthreads / LPR, grp = tid / LPR;
+  const int npairs = hist * (hist - 1) / 2;
+  for (int base = 0; base < npairs; base += ngroups) {
+    const int pidx = base + grp;
+    int j = 1;
+    while (j * (j + 1) / 2 <= pidx) ++j;  // pair pidx = j (j - 1) / 2 + i
+    const int i = pidx - j * (j - 1) / 2;
+    float pk = 0.0f;
+    if (pidx < npairs) {
+#pragma unroll
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const int col = Lay::col(c, lr) + v;
+          if constexpr (KDA) {
+            float run = sG[j * K + col];
+            for (int m = j - 1; m > i; --m) run = __fadd_rn(run, sG[m * K + col]);
+            pk = __fmaf_rn(__fmul_rn(expf(run), sK[i * K + col]), sK[j * K + col], pk);
+          } else {
+            pk = __fmaf_rn(sK[i * K + col], sK[j * K + col], pk);
+          }
+        }
+    }
+    pk = lane_group_sum<LPR>(pk);
+    if (pidx < npairs && lr == 0) {
+      if constexpr (KDA) {
+        sCK[j * R + i] = pk;
+      } else {
+        float acc = sG[j];
+        for (int m = j - 1; m > i; --m) acc = __fadd_rn(acc, sG[m]);
+        sCK[j * R + i] = __fmul_rn(expf(acc), pk);
+      }
+    }
+  }
+  // A_j = e^{g_j + .. + g_0} (GDN); KDA: e^{g_j + .. + g_0} ⊙ k^_j per channel.
+  if constexpr (KDA) {
+    for (int idx = tid; idx < hist * K; idx += nthreads) {
+      const int j = idx / K, k = idx - j * K;
+      float acc = sG[j * K + k];
+      for (int m = j - 1; m >= 0; --m) acc = __fadd_rn(acc, sG[m * K + k]);
+      sBk[j * K + k] = __fmul_rn(expf(acc), sK[j * K + k]);
+    }
+  } else {
+    for (int j = tid; j < hist; j += nthreads) {
+      float acc = sG[j];
+      for (int m = j - 1; m >= 0; --m) acc = __fadd_rn(acc, sG[m]);
+      sA[j] = expf(acc);
+    }
+  }
+  __syncthreads();
+
+  // 2. The checkpoint rows' dots with k^_j (KDA: with sBk_j), the stream threads' order, TPC
+  //    records at a time summed over the row group by one transposed butterfly (the additions of
+  //    lane_group_sum, a quarter of the shuffles), into sDk[j][r].
+#pragma unroll
+  for (int i = 0; i < RPT; ++i)
+#pragma unroll
+    for (int c = 0; c < CPL; ++c) unpack16<float>(raw[i][c], &s[i][c * VEC]);
+  for (int j0 = 0; j0 < hist; j0 += TPC) {
+    float part[LPR];
+#pragma unroll
+    for (int tt = 0; tt < TPC; ++tt) {
+      const float* vec = (KDA ? sBk : sK) + min(j0 + tt, hist - 1) * K;  // past hist: unused
+      float kq[COLS];
+#pragma unroll
+      for (int c = 0; c < CPL; ++c)
+#pragma unroll
+        for (int v = 0; v < VEC; v += 4) {
+          const float4 k4 = *reinterpret_cast<const float4*>(vec + Lay::col(c, lr) + v);
+          kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
+          kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
+        }
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        float pk = 0.0f;
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) pk = __fmaf_rn(s[i][e], kq[e], pk);
+        part[i * TPC + tt] = pk;
+      }
+    }
+    const float sum = transposed_sum<LPR, LPR>(part, lr);
+    const int i = lr / TPC, j = j0 + lr % TPC;
+    if (j < hist && r0 + i < nrows) sDk[j * sm.rows + r0 + i] = sum;
+  }
+  __syncthreads();
+
+  // 3. Per row (one thread each), the records in order: hk_j = A_j·dk_j + Σ_{i<j} u_i ck_{j,i},
+  //    u_j = beta_j (v_j - hk_j), as the epilogue of the ordinary step forms them; u_j replaces
+  //    dk_j (read by the later records) and v_j (GDN: as c_j·u_j, the fold's operand).
+  for (int r = tid; r < nrows; r += nthreads) {
+    for (int j = 0; j < hist; ++j) {
+      float hk = sDk[j * sm.rows + r];
+      if constexpr (!KDA) hk = __fmul_rn(sA[j], hk);
+      for (int i = 0; i < j; ++i) hk = __fmaf_rn(sDk[i * sm.rows + r], sCK[j * R + i], hk);
+      const float u = __fmul_rn(sBeta[j], __fsub_rn(sU[j * sm.rows + r], hk));
+      sDk[j * sm.rows + r] = u;
+      sU[j * sm.rows + r] = KDA ? u : __fmul_rn(sC[j], u);
+    }
+  }
+}
+
 /// One flush item: rows [v0, v0 + nrows) of value head vh of batch row b (a flush row of slot).
-template <class TIn, class TState, int K, bool KDA, int RPT>
+/// EXACT: a split mode's flush (u recomputed from ring v and beta; the 16-bit copy written too).
+template <class TIn, class TState, int K, bool KDA, int RPT, bool EXACT>
 __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
                                            int b, int slot, int vh, int v0, int nrows) {
   using Lay = Layout<sizeof(TState), K>;
@@ -40,6 +180,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
   constexpr int LPR = Lay::kLanesPerRow;
   static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
+  static_assert(!EXACT || (sizeof(TState) == 4 && LPR % RPT == 0),
+                "split modes: an fp32 checkpoint, a row group's sums spread over its lanes");
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
   const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;  // the thread's first row
@@ -70,10 +212,11 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   float* const sTq = smem + sm.tq;      // [K] the token's q^ (scaled)
   float* const sTa = smem + sm.ta;      // [K] the token's alpha·k^
 
-  // Ring rows as stored (float32), 16-byte asynchronous copies all in flight at once.
+  // Ring rows as stored (float32), 16-byte asynchronous copies all in flight at once (split
+  // modes: v in place of u, which becomes u once recomputed).
   const int kh = vh / p.group;
   const float* const ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + kh) * R * K;
-  const float* const ringu = p.ring_u + sv * R * p.V + v0;
+  const float* const ringu = (EXACT ? p.ring_v : p.ring_u) + sv * R * p.V + v0;
   const int cK = K / 4, cU = nrows / 4;  // nrows: a multiple of 4 (the group kernel's V)
   const int cG = K / 4;                   // KDA: the records' gate rows too
   const float* const ringg = p.ring_g + sv * R * (KDA ? K : 1);
@@ -90,6 +233,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     }
   }
   cp_async_commit();
+  if (EXACT && tid < 32)  // split modes: the records' beta
+    for (int j = lane; j < hist; j += 32) smem[sm.beta + j] = p.ring_beta[sv * R + phys(j)];
   if (!KDA && tid < 32) {  // the record weights, as the group kernel's chain lane forms them
     for (int j = lane; j < hist; j += 32) sG[j] = ringg[phys(j)];
     __syncwarp();
@@ -119,6 +264,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
   cp_async_wait<0>();
   __syncthreads();
+  float s[RPT][COLS];
+  if constexpr (EXACT) exact_u<TIn, K, KDA, RPT>(sm, smem, R, hist, nrows, r0, lr, raw, s);
   if constexpr (KDA) {
     // Per key channel, as the group kernel's chain forms them: the gate sums from the newest
     // record back, c_j⊙k^_j in place, then ā'.
@@ -130,7 +277,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       }
       sC[k] = expf(acc);
     }
-  } else {
+  } else if constexpr (!EXACT) {  // (exact_u scaled them)
     for (int idx = tid; idx < hist * nrows; idx += blockDim.x) {  // c_j·u_j[r], in place
       const int j = idx / nrows, r = idx - j * nrows;
       sU[j * sm.rows + r] = __fmul_rn(sC[j], sU[j * sm.rows + r]);
@@ -138,7 +285,6 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   }
   __syncthreads();
 
-  float s[RPT][COLS];
   float abar[KDA ? COLS : 1];
 #pragma unroll
   for (int c = 0; c < CPL; ++c)
@@ -147,8 +293,9 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
       abar[KDA ? c * VEC + v : 0] = KDA ? sC[Lay::col(c, lr) + v] : sHd[0];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
+    if constexpr (!EXACT)  // (exact_u unpacked them for its dots)
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) unpack16<TState>(raw[i][c], &s[i][c * VEC]);
+      for (int c = 0; c < CPL; ++c) unpack16<TState>(raw[i][c], &s[i][c * VEC]);
 #pragma unroll
     for (int e = 0; e < COLS; ++e) s[i][e] = __fmul_rn(abar[KDA ? e : 0], s[i][e]);
   }
@@ -200,19 +347,29 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     if (!valid) continue;
     if (lr == 0) y[v0 + r] = from_f32<TIn>(yu.x);
     store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
+    if constexpr (EXACT) {  // the read copy, rounded from the same fp32 row
+      const int64_t off = (sv * p.V + v0 + r) * K;
+#pragma unroll
+      for (int c = 0; c < CPL; ++c) {
+        if (p.copy_f16)
+          store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
+        else
+          store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr), &s[i][c * VEC]);
+      }
+    }
   }
 }
 
 /// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, value head,
 /// split): common/flush_rows.cuh.
-template <class TIn, class TState, int K, bool KDA, int RPT>
+template <class TIn, class TState, int K, bool KDA, int RPT, bool EXACT>
 __global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
-  const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1);
+  const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1, EXACT);
   auto item = [&](int b, int slot, int rest) {
     const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
-    flush_item<TIn, TState, K, KDA, RPT>(p, sm, smem, b, slot, vh, v0,
-                                         min(p.rows_per_block, p.V - v0));
+    flush_item<TIn, TState, K, KDA, RPT, EXACT>(p, sm, smem, b, slot, vh, v0,
+                                                min(p.rows_per_block, p.V - v0));
   };
   for_each_flush_item(p.slot_ids, p.is_flush, p.slots, p.batch, p.HV * p.nsplit,
                       reinterpret_cast<int*>(smem + sm.list),

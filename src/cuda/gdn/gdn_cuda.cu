@@ -607,19 +607,18 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
     else
       dispatch_replay<bf16>(c.state_dtype, q, s, stream);
   };
-  // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch; split modes
-  // refold their flush rows in the group kernel's flush launch.
-  if (!group || only != 0 || p.state_route || plan.flush_kernel != 1)
-    return launch(p, ls);
-  p.only = 1;
-  p.early_exit = plan.early_exit == 1;
-  launch(p, ls);
+  // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch. Split modes
+  // make the two launches in two calls (run_split16): only = 1 over the read copy, only = 2 over
+  // the fp32 checkpoint, whose flush recomputes u from the ring's v and beta (flush.cuh, EXACT).
+  // The flush launch's shape, checked before anything is enqueued (split modes: also in the
+  // ordinary call, for the flush call that follows it).
+  const DType flush_dtype = only == 1 ? kF32 : c.state_dtype;
   StepParams f = p;
   f.only = 2;
   f.early_exit = false;
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;
-  const int64_t unit = warp_rows(d, c.state_dtype, kFlushRowsPerThread);
+  const int64_t unit = warp_rows(d, flush_dtype, kFlushRowsPerThread);
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, plan.flush_threads / 32 * unit));
   f.rows_per_block = static_cast<int32_t>(cdiv(cdiv(d.head_v_dim, f.nsplit), unit) * unit);
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
@@ -627,16 +626,24 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   fs.flush = true;
   // Only when the ordinary launch's flush-row blocks leave before reading anything: the two
   // launches then touch disjoint rows and slots.
-  fs.overlap = p.early_exit && plan.overlap == 1;
+  fs.overlap = plan.early_exit == 1 && plan.overlap == 1;
   fs.threads = static_cast<int>(cdiv(f.rows_per_block, unit) * 32);
   fs.smem = static_cast<size_t>(
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
-                c.kda ? static_cast<int>(d.head_k_dim) : 1).total *
+                c.kda ? static_cast<int>(d.head_k_dim) : 1, only != 0).total *
       sizeof(float));
-  check_smem(fs.smem, op);
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
   fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(
       c.batch * d.num_v_heads * f.nsplit, std::numeric_limits<int32_t>::max())));
+  const bool own_flush = group && (only != 0 || (!p.state_route && plan.flush_kernel == 1));
+  if (own_flush) check_smem(fs.smem, op);
+  if (only != 2) {
+    if (!own_flush) return launch(p, ls);
+    p.only = 1;
+    p.early_exit = plan.early_exit == 1;
+    launch(p, ls);
+    if (only == 1) return;
+  }
   launch(f, fs);
 }
 }  // namespace

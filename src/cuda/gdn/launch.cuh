@@ -54,10 +54,16 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
     constexpr int K = decltype(k)::value;
     constexpr bool KDA = decltype(kda)::value;
     if (ls.flush) {
-      auto kernel = flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread>;
-      LaunchShape fs = ls;
-      fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
-      return enqueue(kernel, p, fs, stream, op);
+      // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
+      auto flush = [&](auto exact) {
+        auto kernel = flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, decltype(exact)::value>;
+        LaunchShape fs = ls;
+        fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
+        enqueue(kernel, p, fs, stream, op);
+      };
+      if constexpr (std::is_same_v<TState, float>)
+        if (p.ring_v) return flush(std::true_type{});
+      return flush(std::false_type{});
     }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
     // A launch in which no row folds runs the instantiation without the fold (group_folds).

@@ -83,14 +83,15 @@ struct GroupSmem {
 /// the start (every part 16-byte aligned): sK [R][K] ring k^ and sU [R][rows] ring u (then
 /// c_j·u_j; KDA: c_j⊙k^_j) by logical record, ring g [R][gw] by logical record, c_j [R] (KDA: ā'
 /// [K]), ā' and the token's alpha and beta, the token's k^, q^, alpha·k^ and (KDA) alpha [K]
-/// each, the flush-row list [kFlushScan] and per-warp counts [32]. `rows` is rows_per_block;
-/// gw = K for KDA, 1 for GDN.
+/// each, the flush-row list [kFlushScan] and per-warp counts [32]; with `exact` (split modes,
+/// flush.cuh exact_u) then ck [R][R], A [R], beta [R], dk [R][rows] and (KDA) bk [R][K].
+/// `rows` is rows_per_block; gw = K for KDA, 1 for GDN.
 constexpr int kFlushThreads = 256;
 constexpr int kFlushRowsPerThread = 4;
 struct FlushSmem {
   int rows = 0, k = 0, u = 0, g = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, tal = 0, list = 0;
-  int warps = 0, total = 0;
-  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int gw) {
+  int warps = 0, ck = 0, a = 0, beta = 0, dk = 0, bk = 0, total = 0;
+  __host__ __device__ FlushSmem(int R, int K, int rows_per_block, int gw, bool exact = false) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
     u = k + R * K;
@@ -103,7 +104,12 @@ struct FlushSmem {
     tal = ta + K;
     list = tal + (gw > 1 ? K : 0);
     warps = list + kFlushScan;
-    total = warps + 32;
+    ck = warps + 32;
+    a = ck + (exact ? up4(R * R) : 0);
+    beta = a + (exact ? up4(R) : 0);
+    dk = beta + (exact ? up4(R) : 0);
+    bk = dk + (exact ? R * rows : 0);
+    total = bk + (exact && gw > 1 ? R * K : 0);
   }
 };
 

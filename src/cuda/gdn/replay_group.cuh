@@ -103,7 +103,6 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   const int origin_raw = p.origin[slot];
   const int hist_raw = p.hist[slot];
   const int flush_raw = p.is_flush[slot];
-  if (p.only == 2 && flush_raw == 0) return;  // split modes: the ordinary launch serves the row
   // The ordinary launch of a step with a flush launch may wait for is_flush first (Plan::
   // early_exit) rather than stream stages of a flush row that it then drops.
   if (p.only == 1 && p.early_exit && flush_raw != 0) return;
@@ -143,9 +142,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     }
     cp_async_commit();
   };
-  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group;
-  // the refolding flush launch of the split modes stages ring v instead.
-  const float* const ring_src = p.only == 2 && p.ring_v ? p.ring_v : p.ring_u;
+  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group.
   auto copy_ring_u = [&](bool every_row) {
     const int cpr = U / 4;  // 16-byte copies per ring row segment of a unit
     const int nrec = every_row ? R : hist;
@@ -157,14 +154,13 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       if (4 * c >= unit_rows(k)) continue;
       const int q = every_row ? jj : phys(jj);
       const int64_t sv = static_cast<int64_t>(slot) * p.HV + unit_head(k);
-      cp_async16(sU + (k * R + q) * U + 4 * c, ring_src + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
+      cp_async16(sU + (k * R + q) * U + 4 * c, p.ring_u + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
     }
     cp_async_commit();
   };
 
   const bool flush = flush_raw != 0;
   const bool fold = flush || p.state_route;  // materialise the state for this row
-  const bool refold = flush && p.ring_v != nullptr;  // split modes: exact refold from v, beta
   Tok t;
   if (tid < nstream) {
     for (int k = 0; k < NS; ++k) issue(k);
@@ -357,7 +353,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
               float* kjc = sK + krow(j) * K + Lay::col(c, lr) + v;
               const float w = expf(run[i]);
               if (fold) {
-                if (!refold) *kjc = __fmul_rn(w, *kjc);
+                *kjc = __fmul_rn(w, *kjc);
               } else {
                 const float kw = __fmul_rn(w, *kjc);
                 pk = __fmaf_rn(kw, t.khat[i], pk);
@@ -379,12 +375,6 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
         }
       }
     }
-    if (refold) {  // the records' beta, by value head and logical record (sCQ is free on folds)
-      for (int idx = lane; idx < NHB * hist; idx += 32) {
-        const int hd = idx / hist, j = idx - hd * hist;
-        sCQ[hd * R + j] = p.ring_beta[(static_cast<int64_t>(slot) * p.HV + vh0 + hd) * R + phys(j)];
-      }
-    }
     if (p.ring_beta && !flush && ru == 0) {  // split modes: the token's beta per value head
       if (KDA) {
         if (lane == 0) p.ring_beta[(static_cast<int64_t>(slot) * p.HV + vh0) * R + qh] = sHd[1];
@@ -398,8 +388,8 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
       float* wk = p.ring_k + ((static_cast<int64_t>(slot) * p.H + kh) * R + qh) * K;
       if (sizeof(TState) != 4 && p.ring_v) {
         // Split modes read a 16-bit copy, whose lane layout sums |k|^2 in another order: the
-        // record gets k^ formed exactly as the fp32 conventional step forms it, so that the
-        // flush's refold reproduces the conventional fp32 state bit for bit.
+        // record gets k^ formed exactly as the fp32 step forms it, so that the flush's exact u
+        // (flush.cuh) reproduces the fp32 mode's checkpoint bit for bit.
         using Lay32 = Layout<4, K>;
         Token<TIn, 4, K, KDA> t32;
         const int lr32 = lane % Lay32::kLanesPerRow;
@@ -420,7 +410,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     }
   }
 
-  if (p.only == 1 && flush) {  // split modes: a flush row in the ordinary launch
+  if (p.only == 1 && flush) {  // a flush row in the ordinary launch (without early exit)
     if (tid < nstream) cp_async_wait<0>();
     return;
   }
@@ -491,39 +481,11 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll
           for (int f = 0; f < FR; ++f) {
             tile_row<TState, Lay>(tile, r0 + f, lr, r0 + f < n, s[f]);
-            if (!refold)
 #pragma unroll
-              for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar[KDA ? e : 0], s[f][e]);
-          }
-          if (refold) {
-            // Split modes: every record through the conventional update, u recomputed from the
-            // fp32 state (the record's k^, g, beta and v as the conventional step had them), so
-            // the checkpoint equals the conventional fp32 state bit for bit.
-#pragma unroll 1
-            for (int j = 0; j < hist; ++j) {
-              Tok rec;
-              const int q = phys(j);
-#pragma unroll
-              for (int c = 0; c < CPL; ++c)
-#pragma unroll
-                for (int v = 0; v < VEC; ++v) {
-                  const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-                  rec.khat[i] = sK[krow(j) * K + col];
-                  rec.qhat[i] = 0.0f;
-                  if constexpr (KDA) rec.alpha[i] = expf(sG[q * K + col]);
-                }
-              if constexpr (!KDA) rec.alpha[0] = expf(sG[hd * R + q]);
-#pragma unroll
-              for (int i = 0; i < COLS; ++i) rec.ak[i] = __fmul_rn(rec.alpha[KDA ? i : 0], rec.khat[i]);
-              rec.beta = sCQ[hd * R + j];
-              const float4 v4 = *reinterpret_cast<const float4*>(uk + q * U + r0);
-              const float vf[FR] = {v4.x, v4.y, v4.z, v4.w};
-#pragma unroll
-              for (int f = 0; f < FR; ++f) delta_rule_row(s[f], rec, vf[f]);
-            }
+            for (int e = 0; e < COLS; ++e) s[f][e] = __fmul_rn(abar[KDA ? e : 0], s[f][e]);
           }
 #pragma unroll 2
-          for (int j = 0; j < (refold ? 0 : hist); ++j) {
+          for (int j = 0; j < hist; ++j) {
             float kq[COLS];
             const float* kjr = sK + krow(j) * K;
 #pragma unroll
@@ -560,22 +522,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
                 if (!flush) p.ring_u[rec + row0 + r] = yu.y;
                 if (!flush && p.ring_v) p.ring_v[rec + row0 + r] = vv;
               }
-              if (flush) {
-                store_row<TState, Lay>(state_of(k) + static_cast<int64_t>(r) * K, lr, s[f]);
-                if (p.copy) {  // split modes: the read copy, rounded from the same fp32 state
-                  const int64_t off =
-                      ((static_cast<int64_t>(slot) * p.HV + vh) * p.V + row0 + r) * K;
-#pragma unroll
-                  for (int c = 0; c < CPL; ++c) {
-                    if (p.copy_f16)
-                      store_vec<f16, VEC>(static_cast<f16*>(p.copy) + off + Lay::col(c, lr),
-                                          &s[f][c * VEC]);
-                    else
-                      store_vec<bf16, VEC>(static_cast<bf16*>(p.copy) + off + Lay::col(c, lr),
-                                           &s[f][c * VEC]);
-                  }
-                }
-              }
+              if (flush) store_row<TState, Lay>(state_of(k) + static_cast<int64_t>(r) * K, lr, s[f]);
             }
           }
         }
@@ -613,7 +560,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     y_at(vh, row) = from_f32<TIn>(__fmaf_rn(kq, u, hq));
     const int64_t rec = ((static_cast<int64_t>(slot) * p.HV + vh) * R + qh) * p.V + row;
     p.ring_u[rec] = u;
-    if (p.ring_v) p.ring_v[rec] = vv;  // split modes: v for the flush's exact refold
+    if (p.ring_v) p.ring_v[rec] = vv;  // split modes: v for the flush's exact u
   }
 }
 
