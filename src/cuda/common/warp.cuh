@@ -26,24 +26,36 @@ __device__ __forceinline__ float lane_group_sum(float v) {
   return v;
 }
 
-/// Sums v[i] over an aligned group of LPR lanes for all N values at once (N <= LPR, both powers
-/// of two): a transposed butterfly, each step halving the values a lane holds and swapping the
-/// other half with its partner, N - 1 + log2(LPR / N) shuffles instead of N log2(LPR). Returns
-/// the full sum of value lr >> log2(LPR / N) (lr = the lane's position in its group); every lane
-/// of that value's sub-group holds the same bits. Every lane of the warp must call it.
-template <int N, int LPR>
-__device__ __forceinline__ float transposed_sum(float (&v)[N], int lr) {
-  static_assert(N <= LPR, "at most one value per lane");
-#pragma unroll
-  for (int n = N, off = LPR / 2; n > 1; n >>= 1, off >>= 1) {
+namespace detail {
+/// Step STEP of transposed_sum: the lane keeps half of its n = N >> STEP values and adds its
+/// partner's copies of them. A template per step, so that every loop has a constant trip count:
+/// written as one loop halving n, nvcc left it rolled at N = 16 and put v on the stack (64 bytes
+/// of local memory per thread).
+template <int N, int LPR, int STEP>
+__device__ __forceinline__ void transposed_step(float (&v)[N], int lr) {
+  constexpr int n = N >> STEP, off = LPR >> (STEP + 1);
+  if constexpr (n > 1) {
     const bool upper = (lr & off) != 0;
 #pragma unroll
     for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? v[i] : v[i + n / 2];
-      const float keep = upper ? v[i + n / 2] : v[i];
-      v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
+      const float lo = v[i], hi = v[i + n / 2];
+      v[i] = __fadd_rn(upper ? hi : lo, __shfl_xor_sync(0xffffffffu, upper ? lo : hi, off));
     }
+    transposed_step<N, LPR, STEP + 1>(v, lr);
   }
+}
+}  // namespace detail
+
+/// Sums v[i] over an aligned group of LPR lanes for all N values at once (N <= LPR, both powers
+/// of two): a transposed butterfly, each step halving the values a lane holds and swapping the
+/// other half with its partner, N - 1 + log2(LPR / N) shuffles instead of N log2(LPR). The
+/// additions are lane_group_sum's, offset by offset (LPR / 2 first), so each sum has its bits.
+/// Returns the full sum of value lr >> log2(LPR / N) (lr = the lane's position in its group);
+/// every lane of that value's sub-group holds the same bits. Every lane of the warp must call it.
+template <int N, int LPR>
+__device__ __forceinline__ float transposed_sum(float (&v)[N], int lr) {
+  static_assert(N <= LPR && (N & (N - 1)) == 0, "a power of two values, at most one per lane");
+  detail::transposed_step<N, LPR, 0>(v, lr);
   float r = v[0];
 #pragma unroll
   for (int off = LPR / (2 * N); off > 0; off >>= 1)

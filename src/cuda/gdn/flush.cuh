@@ -44,8 +44,9 @@ namespace replayssm::cuda::gdn {
 
 /// Split modes (flush_item with EXACT): unpacks the thread's checkpoint rows into s and turns the
 /// staged ring rows into the fold's: v_j into u_j recomputed from the fp32 checkpoint as the fp32
-/// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every
-/// thread of the block calls it (it synchronises the block, but not before it returns).
+/// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs
+/// the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every thread of the
+/// block calls it (it synchronises the block, but not before it returns).
 template <class TIn, int K, bool KDA, int RPT>
 __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R, int hist,
                                         int nrows, int r0, int lr,
@@ -60,50 +61,25 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
   float* const sU = smem + sm.u;
   float* const sG = smem + sm.g;
   float* const sC = smem + sm.c;
-  float* const sCK = smem + sm.ck;      // [R][R] ck_{j,i} (i < j)
+  float* const sCK = smem + sm.ck;      // [R][R] ck_{j,i} (i < j); GDN: first the weights
   float* const sA = smem + sm.a;        // [R] A_j (GDN)
   float* const sBeta = smem + sm.beta;  // [R] beta_j (flush_item loads it)
   float* const sDk = smem + sm.dk;      // [R][rows] S0_r·k^_j (KDA: ·sBk_j), then u_j
   float* const sBk = smem + sm.bk;      // KDA: [R][K] e^{g_j + .. + g_0} ⊙ k^_j
-
-  // 1. Per record pair i < j, ck_{j,i}: one pair per row group of LPR lanes, the chain warp's
-  //    dot (record first, its lanes' columns in order, then the butterfly) and gate sums (from
-  //    g_j down, one gate at a time); rounds are whole-block so that every lane shuffles.
-  const int ngroups = nthreads / LPR, grp = tid / LPR;
-  const int npairs = hist * (hist - 1) / 2;
-  for (int base = 0; base < npairs; base += ngroups) {
-    const int pidx = base + grp;
-    int j = 1;
-    while (j * (j + 1) / 2 <= pidx) ++j;  // pair pidx = j (j - 1) / 2 + i
-    const int i = pidx - j * (j - 1) / 2;
-    float pk = 0.0f;
-    if (pidx < npairs) {
+  auto lane_cols = [&](const float* row, float* out) {
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
+    for (int c = 0; c < CPL; ++c)
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-          const int col = Lay::col(c, lr) + v;
-          if constexpr (KDA) {
-            float run = sG[j * K + col];
-            for (int m = j - 1; m > i; --m) run = __fadd_rn(run, sG[m * K + col]);
-            pk = __fmaf_rn(__fmul_rn(expf(run), sK[i * K + col]), sK[j * K + col], pk);
-          } else {
-            pk = __fmaf_rn(sK[i * K + col], sK[j * K + col], pk);
-          }
-        }
-    }
-    pk = lane_group_sum<LPR>(pk);
-    if (pidx < npairs && lr == 0) {
-      if constexpr (KDA) {
-        sCK[j * R + i] = pk;
-      } else {
-        float acc = sG[j];
-        for (int m = j - 1; m > i; --m) acc = __fadd_rn(acc, sG[m]);
-        sCK[j * R + i] = __fmul_rn(expf(acc), pk);
+      for (int v = 0; v < VEC; v += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(row + Lay::col(c, lr) + v);
+        out[c * VEC + v] = x.x, out[c * VEC + v + 1] = x.y;
+        out[c * VEC + v + 2] = x.z, out[c * VEC + v + 3] = x.w;
       }
-    }
-  }
-  // A_j = e^{g_j + .. + g_0} (GDN); KDA: e^{g_j + .. + g_0} ⊙ k^_j per channel.
+  };
+
+  // 1a. The gate sums, as the chain forms them (from g_j down, one gate at a time). GDN: one
+  //     thread per record j: the weights e^{g_j + .. + g_{i+1}} of its pairs (into sCK) and A_j.
+  //     KDA: per (record, channel) e^{g_j + .. + g_0} ⊙ k^_j.
   if constexpr (KDA) {
     for (int idx = tid; idx < hist * K; idx += nthreads) {
       const int j = idx / K, k = idx - j * K;
@@ -114,33 +90,76 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
   } else {
     for (int j = tid; j < hist; j += nthreads) {
       float acc = sG[j];
-      for (int m = j - 1; m >= 0; --m) acc = __fadd_rn(acc, sG[m]);
+      for (int i = j - 1; i >= 0; --i) {
+        sCK[j * R + i] = expf(acc);
+        acc = __fadd_rn(acc, sG[i]);
+      }
       sA[j] = expf(acc);
     }
+    __syncthreads();
   }
-  __syncthreads();
+  // 1b. ck_{j,i}: a row group of LPR lanes per record j, its pairs i = j-1, j-2, .. LPR at a
+  //     time, each lane's columns in the chain's order (KDA: the weight per channel inside, its
+  //     running sum one gate per pair), summed by one transposed butterfly (lane_group_sum's
+  //     additions). Rounds are whole-block so that every lane of a warp shuffles.
+  constexpr int GPW = 32 / LPR;  // row groups per warp
+  const int ngroups = nthreads / LPR, grp = tid / LPR;
+  for (int base = 1; base < hist; base += ngroups) {
+    const int j = base + grp;  // this group's record (none past hist)
+    const bool live = j < hist;
+    // Chunks of LPR pairs: as many as the warp's last live record has (a warp-uniform count).
+    const int jw = min(base + (grp / GPW) * GPW + GPW - 1, hist - 1);
+    const int nchunk = (jw + LPR - 1) / LPR;
+    float kj[COLS], run[KDA ? COLS : 1];
+    if (live) lane_cols(sK + j * K, kj);
+    if constexpr (KDA) {
+      if (live) lane_cols(sG + j * K, run);
+    }
+    for (int ch = 0; ch < nchunk; ++ch) {
+      const int i0 = j - 1 - ch * LPR;
+      float part[LPR];
+#pragma unroll
+      for (int m = 0; m < LPR; ++m) {
+        const int i = i0 - m;
+        float pk = 0.0f;
+        if (live && i >= 0) {
+          float ki[COLS];
+          lane_cols(sK + i * K, ki);
+          if constexpr (KDA) {
+            if (i < j - 1) {
+              float gi[COLS];
+              lane_cols(sG + (i + 1) * K, gi);
+#pragma unroll
+              for (int e = 0; e < COLS; ++e) run[e] = __fadd_rn(run[e], gi[e]);
+            }
+#pragma unroll
+            for (int e = 0; e < COLS; ++e) pk = __fmaf_rn(__fmul_rn(expf(run[e]), ki[e]), kj[e], pk);
+          } else {
+#pragma unroll
+            for (int e = 0; e < COLS; ++e) pk = __fmaf_rn(ki[e], kj[e], pk);
+          }
+        }
+        part[m] = pk;
+      }
+      const float kk = transposed_sum<LPR, LPR>(part, lr);
+      const int i = i0 - lr;
+      if (live && i >= 0) sCK[j * R + i] = KDA ? kk : __fmul_rn(sCK[j * R + i], kk);
+    }
+  }
 
   // 2. The checkpoint rows' dots with k^_j (KDA: with sBk_j), the stream threads' order, TPC
-  //    records at a time summed over the row group by one transposed butterfly (the additions of
-  //    lane_group_sum, a quarter of the shuffles), into sDk[j][r].
+  //    records at a time summed over the row group by one transposed butterfly, into sDk[j][r].
 #pragma unroll
   for (int i = 0; i < RPT; ++i)
 #pragma unroll
     for (int c = 0; c < CPL; ++c) unpack16<float>(raw[i][c], &s[i][c * VEC]);
+  __syncthreads();  // (KDA: sBk)
   for (int j0 = 0; j0 < hist; j0 += TPC) {
     float part[LPR];
 #pragma unroll
     for (int tt = 0; tt < TPC; ++tt) {
-      const float* vec = (KDA ? sBk : sK) + min(j0 + tt, hist - 1) * K;  // past hist: unused
       float kq[COLS];
-#pragma unroll
-      for (int c = 0; c < CPL; ++c)
-#pragma unroll
-        for (int v = 0; v < VEC; v += 4) {
-          const float4 k4 = *reinterpret_cast<const float4*>(vec + Lay::col(c, lr) + v);
-          kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
-          kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
-        }
+      lane_cols((KDA ? sBk : sK) + min(j0 + tt, hist - 1) * K, kq);  // past hist: unused
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         float pk = 0.0f;
@@ -157,15 +176,36 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
 
   // 3. Per row (one thread each), the records in order: hk_j = A_j·dk_j + Σ_{i<j} u_i ck_{j,i},
   //    u_j = beta_j (v_j - hk_j), as the epilogue of the ordinary step forms them; u_j replaces
-  //    dk_j (read by the later records) and v_j (GDN: as c_j·u_j, the fold's operand).
+  //    dk_j (read by the later records) and v_j (GDN: as c_j·u_j, the fold's operand). The first
+  //    UR records' u stay in registers (a fully unrolled triangle), the rest come back from sDk.
+  constexpr int UR = 16;
   for (int r = tid; r < nrows; r += nthreads) {
-    for (int j = 0; j < hist; ++j) {
-      float hk = sDk[j * sm.rows + r];
-      if constexpr (!KDA) hk = __fmul_rn(sA[j], hk);
-      for (int i = 0; i < j; ++i) hk = __fmaf_rn(sDk[i * sm.rows + r], sCK[j * R + i], hk);
-      const float u = __fmul_rn(sBeta[j], __fsub_rn(sU[j * sm.rows + r], hk));
-      sDk[j * sm.rows + r] = u;
-      sU[j * sm.rows + r] = KDA ? u : __fmul_rn(sC[j], u);
+    float u[UR];
+    auto record = [&](int j, float hk) {
+      const float uj = __fmul_rn(sBeta[j], __fsub_rn(sU[j * sm.rows + r], hk));
+      sDk[j * sm.rows + r] = uj;
+      sU[j * sm.rows + r] = KDA ? uj : __fmul_rn(sC[j], uj);
+      return uj;
+    };
+    auto hk0 = [&](int j) {
+      const float dk = sDk[j * sm.rows + r];
+      return KDA ? dk : __fmul_rn(sA[j], dk);
+    };
+#pragma unroll
+    for (int j = 0; j < UR; ++j) {
+      if (j < hist) {
+        float hk = hk0(j);
+#pragma unroll
+        for (int i = 0; i < j; ++i) hk = __fmaf_rn(u[i], sCK[j * R + i], hk);
+        u[j] = record(j, hk);
+      }
+    }
+    for (int j = UR; j < hist; ++j) {
+      float hk = hk0(j);
+#pragma unroll
+      for (int i = 0; i < UR; ++i) hk = __fmaf_rn(u[i], sCK[j * R + i], hk);
+      for (int i = UR; i < j; ++i) hk = __fmaf_rn(sDk[i * sm.rows + r], sCK[j * R + i], hk);
+      record(j, hk);
     }
   }
 }
@@ -363,7 +403,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
 /// A persistent grid (a few blocks per SM) over the flush rows' items (flush row, value head,
 /// split): common/flush_rows.cuh.
 template <class TIn, class TState, int K, bool KDA, int RPT, bool EXACT>
-__global__ void __launch_bounds__(kFlushThreads, 3) flush_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kFlushThreads, EXACT ? 2 : 3) flush_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
   const FlushSmem sm(p.R, K, p.rows_per_block, KDA ? K : 1, EXACT);
   auto item = [&](int b, int slot, int rest) {

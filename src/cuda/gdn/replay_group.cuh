@@ -118,43 +118,57 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   };
   // The row of record j in sK: KDA stages ring k^ by physical row, GDN by logical record.
   auto krow = [&](int j) { return KDA ? phys(j) : j; };
-  auto state_of = [&](int k) {  // global checkpoint rows of unit k
+  auto rows_of = [&](int vh, int row0) {  // global checkpoint rows from row0 of value head vh
     return static_cast<TState*>(p.state) +
-           ((static_cast<int64_t>(slot) * p.HV + unit_head(k)) * p.V + unit_row0(k)) * K;
+           ((static_cast<int64_t>(slot) * p.HV + vh) * p.V + row0) * K;
   };
-
-  // Stream threads: unit k's rows into stage k % NS (one copy group, empty past the last unit).
-  auto issue = [&](int k) {
-    if (k < NU) {
-      TState* dst = reinterpret_cast<TState*>(smem + (k % NS) * sm.stage);
-      const TState* src = state_of(k);
-      const int n = unit_rows(k);
+  // The units are walked in order, issue and use alike, by counters rather than divisions (head
+  // k / UPH, unit k % UPH of it, stage k % NS): per unit and warp the divisions cost as many
+  // instructions as a row's dots (ncu, bench/NOTES_gdn.md "Session 18").
+  auto advance = [&](int& hd, int& uu, int& st) {
+    if (++uu == UPH) uu = 0, ++hd;
+    if (++st == NS) st = 0;
+  };
+  // Stream threads: the next unit's rows into its stage (one copy group, empty past the last
+  // unit); called for units 0, 1, 2, .. in order.
+  int ik = 0, ihd = 0, iuu = 0, ist = 0;
+  auto issue = [&] {
+    if (ik < NU) {
+      TState* dst = reinterpret_cast<TState*>(smem + ist * sm.stage) + grp * RPT * K;
+      const int row0 = (ru * UPH + iuu) * U;
+      const TState* src = rows_of(vh0 + ihd, row0) + grp * RPT * K;
+      const int n = min(U, p.V - row0) - grp * RPT;  // this thread's rows in the unit
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
-        const int r = grp * RPT + i;
-        if (r < n) {
+        if (i < n) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async16(dst + r * K + Lay::col(c, lr),
-                       src + static_cast<int64_t>(r) * K + Lay::col(c, lr));
+            cp_async16(dst + i * K + Lay::col(c, lr), src + i * K + Lay::col(c, lr));
         }
       }
     }
     cp_async_commit();
+    ++ik;
+    advance(ihd, iuu, ist);
   };
-  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group.
+  // Stream threads: the ring u rows of the block's units (all R, or the live ones), one group;
+  // a thread copies one 16-byte column c of records tid / cpr, + step, .. (unit by unit, counted).
   auto copy_ring_u = [&](bool every_row) {
-    const int cpr = U / 4;  // 16-byte copies per ring row segment of a unit
-    const int nrec = every_row ? R : hist;
-    const int total = NU * nrec * cpr;
+    constexpr int cpr = U / 4;  // 16-byte copies per ring row segment of a unit
+    constexpr int step = kGroupStreamWarps * 32 / cpr;
+    static_assert(kGroupStreamWarps * 32 % cpr == 0, "the stream threads cover whole records");
+    const int nrec = every_row ? R : hist, c = tid % cpr;
+    int k = 0, hd = 0, uu = 0, jj = tid / cpr, st = 0;
+    auto carry = [&] {  // jj past the unit's records: on to the next unit
+      while (nrec > 0 && jj >= nrec && k < NU) jj -= nrec, ++k, advance(hd, uu, st);
+    };
 #pragma unroll 1
-    for (int idx = tid; idx < total; idx += nstream) {
-      const int c = idx % cpr, rec = idx / cpr;
-      const int k = rec / nrec, jj = rec - k * nrec;
-      if (4 * c >= unit_rows(k)) continue;
+    for (carry(); nrec > 0 && k < NU; jj += step, carry()) {
+      const int row0 = (ru * UPH + uu) * U;
+      if (4 * c >= p.V - row0) continue;  // past the unit's rows
       const int q = every_row ? jj : phys(jj);
-      const int64_t sv = static_cast<int64_t>(slot) * p.HV + unit_head(k);
-      cp_async16(sU + (k * R + q) * U + 4 * c, p.ring_u + (sv * R + q) * p.V + unit_row0(k) + 4 * c);
+      const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh0 + hd;
+      cp_async16(sU + (k * R + q) * U + 4 * c, p.ring_u + (sv * R + q) * p.V + row0 + 4 * c);
     }
     cp_async_commit();
   };
@@ -163,7 +177,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   const bool fold = flush || p.state_route;  // materialise the state for this row
   Tok t;
   if (tid < nstream) {
-    for (int k = 0; k < NS; ++k) issue(k);
+    for (int k = 0; k < NS; ++k) issue();
     if (all) copy_ring_u(true);
     t.load(p, b, vh0, lr);
     resolve();
@@ -428,11 +442,12 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     float bk[COLS], bq[COLS];  // the vectors the ordinary rows' dots use
 #pragma unroll
     for (int i = 0; i < COLS; ++i) bk[i] = t.khat[i], bq[i] = t.qhat[i];
+    int hd = 0, uu = 0, st = 0;  // unit k's head (k / UPH), unit of it, stage
 #pragma unroll 1
     for (int k = 0; k < NU; ++k) {
       cp_async_wait_upto(k < NS ? NS : NS - 1);  // unit k landed (groups: units 0..NS-1, ring, ..)
-      const TState* tile = reinterpret_cast<const TState*>(smem + (k % NS) * sm.stage);
-      const int n = unit_rows(k), hd = k / UPH, vh = unit_head(k), row0 = unit_row0(k);
+      const TState* tile = reinterpret_cast<const TState*>(smem + st * sm.stage);
+      const int vh = vh0 + hd, row0 = (ru * UPH + uu) * U, n = max(0, min(U, p.V - row0));
       if (!fold) {
         if (KDA && hd != cur_head) {
           cur_head = hd;
@@ -445,20 +460,35 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
               bq[c * VEC + v] = sBQ[hd * K + col];
             }
         }
+        // The thread's rows' dots (rows past n read stale stage bytes: their sums are never
+        // stored), summed over the row group by one transposed butterfly for all 2 RPT values:
+        // the additions of lane_group_sum, so the same bits, for a quarter of the shuffles.
+        float part[2 * RPT];
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
-          const int r = grp * RPT + i;
           float s[COLS];
-          tile_row<TState, Lay>(tile, r, lr, r < n, s);
+          tile_row<TState, Lay>(tile, grp * RPT + i, lr, true, s);
           float pk = 0.0f, pq = 0.0f;
 #pragma unroll
           for (int e = 0; e < COLS; ++e) {
             pk = __fmaf_rn(s[e], bk[e], pk);
             pq = __fmaf_rn(s[e], bq[e], pq);
           }
-          pk = lane_group_sum<LPR>(pk);
-          pq = lane_group_sum<LPR>(pq);
-          if (r < n && lr == 0) sDot[k * U + r] = make_float2(pk, pq);
+          part[2 * i] = pk, part[2 * i + 1] = pq;
+        }
+        if constexpr (2 * RPT <= LPR) {
+          constexpr int SUB = LPR / (2 * RPT);  // lanes that end with each value
+          const float sum = transposed_sum<2 * RPT, LPR>(part, lr);
+          const int m = lr / SUB, r = grp * RPT + m / 2;
+          if (r < n && lr % SUB == 0) reinterpret_cast<float*>(sDot)[2 * (k * U + r) + m % 2] = sum;
+        } else {
+#pragma unroll
+          for (int i = 0; i < RPT; ++i) {
+            const float pk = lane_group_sum<LPR>(part[2 * i]);
+            const float pq = lane_group_sum<LPR>(part[2 * i + 1]);
+            const int r = grp * RPT + i;
+            if (r < n && lr == 0) sDot[k * U + r] = make_float2(pk, pq);
+          }
         }
       } else if constexpr (FOLD) {
         if (hd != cur_head) {  // the token's gate and beta of this value head
@@ -522,12 +552,13 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
                 if (!flush) p.ring_u[rec + row0 + r] = yu.y;
                 if (!flush && p.ring_v) p.ring_v[rec + row0 + r] = vv;
               }
-              if (flush) store_row<TState, Lay>(state_of(k) + static_cast<int64_t>(r) * K, lr, s[f]);
+              if (flush) store_row<TState, Lay>(rows_of(vh, row0) + static_cast<int64_t>(r) * K, lr, s[f]);
             }
           }
         }
       }
-      issue(k + NS);  // into the stage this thread has just read
+      issue();  // unit k + NS, into the stage this thread has just read
+      advance(hd, uu, st);
     }
     cp_async_wait<0>();  // the ring u rows (the epilogue reads every thread's copies)
   }
