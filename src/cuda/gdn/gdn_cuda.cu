@@ -449,15 +449,16 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
-    // fp32: up to four 32-row units (K = V = 128: a whole value head) per block, two stages,
+    // GDN: up to four 32-row units (K = V = 128: a whole value head) per block, two stages,
     // the ring read after the cursor, where that still gives a block per SM: a block stages
     // the key head's records once for 128 rows instead of 32 (H200, bench/NOTES_gdn.md
-    // "Small-batch ordinary step": ordinary step Qwen3.5-4B batch 8 / 16 23.6 / 43.0 -> 12.5 /
-    // 20.4 µs, Qwen3.5-122B batch 8 42.7 -> 20.4 µs).
+    // "Small-batch ordinary step": fp32 ordinary step Qwen3.5-4B batch 8 / 16 23.6 / 43.0 ->
+    // 12.5 / 20.4 µs, Qwen3.5-122B batch 8 42.7 -> 20.4 µs). The 16-bit read copies too, which
+    // stay latency-bound up to twice the batch (session 18: at batch 32 the one-unit plan read
+    // the bf16 copy in 54.6 µs, the fp32 checkpoint's plan 22.9 µs).
     const int64_t units = cdiv(d.head_v_dim, group_unit_rows(d, state, 4));
     const int64_t uph = std::min<int64_t>(4, units);
-    if (!kda && dtype_size(state) == 4 &&
-        batch * d.num_v_heads * cdiv(units, uph) >= device_sms()) {
+    if (!kda && batch * d.num_v_heads * cdiv(units, uph) >= device_sms()) {
       p.units_per_head = static_cast<int>(uph), p.stages = 2, p.prefetch_ring = 0;
     }
     return p;
