@@ -49,12 +49,13 @@ TEST(Dispatch, StateBytesMoveOnlyGdnWithoutAReadCopy) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, false, big), 1);
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, false, big), 16);
   }
-  for (int64_t b : {8, 64, 255})  // a read copy keeps GDN at batch >= 256, whatever the size
-    EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, true, big), 1);
-  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 256, 16, true, big), 16);
-  // The boundary: 4 MiB replays from batch 8, one byte less from 16.
+  // The boundary: 4 MiB replays from batch 8, one byte less from 16 (a read copy: from 32).
   EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 8, 16, false, int64_t{4} << 20), 16);
   EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 8, 16, false, (int64_t{4} << 20) - 1), 1);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 8, 16, true, int64_t{4} << 20), 16);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 7, 16, true, int64_t{4} << 20), 1);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 16, 16, true, (int64_t{4} << 20) - 1), 1);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, 32, 16, true, (int64_t{4} << 20) - 1), 16);
 }
 
 TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
@@ -62,10 +63,11 @@ TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, /*read_copy=*/true), 1);
   for (int64_t b : {64, 256, 512})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, true), 16);
-  for (int64_t b : {8, 64, 255})
+  for (int64_t b : {8, 16, 31})
     EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 16, true), 1);
-  for (int64_t b : {256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 8, true), 8);
-  EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, 512, 16, true), 1);
+  for (int64_t b : {32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 8, true), 8);
+  for (int64_t b : {32, 63}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, true), 1);
+  for (int64_t b : {64, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, true), 8);
 }
 
 TEST(Dispatch, RejectsBadArguments) {

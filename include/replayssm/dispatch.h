@@ -39,13 +39,19 @@ const char* ssm_family_name(SsmFamily f);
 ///     512 1.20x (1.24x) (kernels-kda-L8-39485d2.txt): L = min(requested, 8) at batch >= 32;
 ///     with a read copy (not measured since): 1.
 /// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
-/// precision.h): its flushes also write the copy, GDN's refold every record, so replay pays from
-/// larger batches; at L = 1 the step is the fp32 conventional one (the copy is never read):
+/// precision.h): its flushes also write the copy (GDN/KDA: recomputing every record's u), so
+/// replay pays from larger batches; at L = 1 the step is the fp32 conventional one (the copy is
+/// never read):
 ///   Mamba-2 fp32/bf16 (f46bfb9, after the split step's redundant flush launch went): mixed
 ///     2.11x / 1.92x (Nano-4B / Super) at batch 64; at d9c0ac3, before that fix, 0.67-0.73x at
 ///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.
-///   GDN fp32/bf16 and fp32/fp16 (Qwen3.5-4B, df46788): mixed 0.46x at batch 64, 1.01-1.02x at
-///     256, 1.05-1.06x at 512: at batch >= 256.
+///   GDN fp32/bf16 (aafb793, bench/results/kernels-gdn-fp32-bf16-aafb793.txt): mixed Qwen3.5-4B
+///     0.76x / 0.99x / 1.21x / 1.53x at batch 8 / 16 / 32 / 64 (window 0.99x / 1.32x / 1.43x /
+///     1.69x), Qwen3.5-122B 0.83x / 1.12x / 1.28x at batch 4 / 8 / 16: L = min(requested, 16)
+///     at batch >= 32, and from batch 8 where a sequence's state is >= 4 MiB.
+///   KDA fp32/bf16 at L = 8 (aafb793, kernels-kda-L8-fp32-bf16-aafb793.txt): mixed 0.65x at
+///     batch 32, 1.19x / 1.21x / 1.23x / 1.25x at 64 / 128 / 256 / 512: L = min(requested, 8)
+///     at batch >= 64.
 /// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV V K 4), or 0;
 /// Mamba-2 and KDA ignore it.
 /// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.

@@ -24,11 +24,12 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
     case SsmFamily::kMamba2:
       return batch >= (read_copy ? 64 : 16) ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kGdn: {
-      const int64_t from = read_copy ? 256 : state_bytes >= (int64_t{4} << 20) ? 8 : 16;
+      const bool big = state_bytes >= (int64_t{4} << 20);
+      const int64_t from = read_copy ? (big ? 8 : 32) : (big ? 8 : 16);
       return batch >= from ? std::min<int32_t>(requested, 16) : 1;
     }
     case SsmFamily::kKda:
-      return !read_copy && batch >= 32 ? std::min<int32_t>(requested, 8) : 1;
+      return batch >= (read_copy ? 64 : 32) ? std::min<int32_t>(requested, 8) : 1;
   }
   return 1;
 }

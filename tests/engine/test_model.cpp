@@ -255,14 +255,18 @@ TEST(EngineLoad, RingLengthZeroIsTheDispatchersChoice) {
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);
   o.max_slots = 16;
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 16);
-  // A split mode with a read copy replays from larger batches (Mamba-2 64, GDN 256).
+  // A split mode with a read copy replays from larger batches (Mamba-2 64, GDN 32 with small
+  // states).
   o.ssm = SsmMode::kReplay;
   o.state = "fp32/bf16";
+  o.max_slots = 31;
+  EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);
+  o.max_slots = 32;
+  EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 16);
   o.max_slots = 63;
   EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 1);
   o.max_slots = 64;
   EXPECT_EQ(Model::load(tiny_dir("nemotron_h"), o)->options().ring_L, 16);
-  EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 1);
   o.max_slots = 256;
   EXPECT_EQ(Model::load(tiny_dir("qwen3_next"), o)->options().ring_L, 16);
   EXPECT_EQ(auto_ring_length(Model::load(tiny_dir("qwen3_next"), o)->config(), 256, "fp32/nvfp4"),
