@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 6 part 4 from `replayssm_bench kernels` runs of one call, one per state mode:
+"""Issue 6 part 4 from `replayssm_bench kernels` runs of one call and family, one per state mode:
 
     python3 bench/precision_report.py OUT.json OUT.png RUN_fp32.json RUN_fp32-bf16.json ...
 
@@ -20,13 +20,23 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# Issue 6 targets at batch 256 (Nano-4B): NVFP4 read >= 4x, 16-bit read >= 1.8x the fp32 read.
+# Issue 6 targets at batch 256 (Nano-4B, Qwen3.5-4B): NVFP4 read >= 4x, 16-bit read >= 1.8x the
+# fp32 read.
 TARGET = {"fp32/nvfp4": 4.0, "fp32/bf16": 1.8, "fp32/fp16": 1.8}
-DIMS = {"nano-4b": (96, 80, 128), "super-120b": (128, 64, 128)}  # H, P, N
+TARGET_SHAPES = ("nano-4b", "qwen3.5-4b")
+# A layer's state per sequence as (heads, rows, row length): Mamba-2 (H, P, N), GDN/KDA (HV, V, K).
+DIMS = {
+    "mamba2": {"nano-4b": (96, 80, 128), "super-120b": (128, 64, 128)},
+    "gdn": {"qwen3.5-4b": (32, 128, 128), "qwen3.5-122b": (64, 128, 128)},
+    "kda": {"kimi-linear": (32, 128, 128)},
+}
+TITLE = {"mamba2": "Mamba-2", "gdn": "Gated DeltaNet", "kda": "KDA"}
 
 
 def state_bytes(state, H, P, N):
-    """Checkpoint + read copy bytes of one sequence's layer state (precision.h)."""
+    """Checkpoint + read copy bytes of one sequence's layer state (precision.h): H heads of P rows
+    of N elements, one fp8 scale per row, one E4M3 scale per 16 NVFP4 elements and one fp32
+    scale per head."""
     e = H * P * N
     read = state.split("/")[1]
     copy = {"fp32": 0, "bf16": 2 * e, "fp16": 2 * e, "fp8": e + 4 * H * P,
@@ -50,15 +60,16 @@ def load(path):
         fail(f"{path}: not JSON ({e})")
     if (not isinstance(doc, dict) or doc.get("bench") != "kernels"
             or not isinstance(doc.get("rows"), list) or not isinstance(doc.get("args"), dict)
-            or doc["args"].get("family") != "mamba2"):
-        fail(f"{path} is not a `replayssm_bench kernels --family mamba2` result")
+            or doc["args"].get("family") not in DIMS):
+        fail(f"{path} is not a `replayssm_bench kernels --family mamba2|gdn|kda` result")
+    dims = DIMS[doc["args"]["family"]]
     state = doc["args"].get("state")
     if state != "fp32" and (not isinstance(state, str) or not state.startswith("fp32/")):
         fail(f"{path}: state {state!r}, expected fp32 or a split mode fp32/<read>")
     for r in doc["rows"]:
-        if r.get("shape") not in DIMS:
+        if r.get("shape") not in dims:
             fail(f"{path}: shape {r.get('shape')!r} has no dimensions here (expected one of "
-                 f"{', '.join(DIMS)})")
+                 f"{', '.join(dims)})")
     return doc
 
 
@@ -84,6 +95,9 @@ def main():
     states = [d["args"]["state"] for d in docs]
     if len(set(states)) != len(states):
         fail(f"the runs repeat a state ({', '.join(states)}): one run per mode")
+    if len({d["args"]["family"] for d in docs}) != 1:
+        fail("the runs differ in family: one family per report")
+    family = docs[0]["args"]["family"]
     for key in ("commit", "gpu"):
         if len({d.get(key) for d in docs}) != 1:
             fail(f"the runs differ in {key} ({', '.join(str(d.get(key)) for d in docs)}): "
@@ -108,9 +122,9 @@ def main():
                 fail(f"the fp32 run has no {mode if mode == 'step' else 'conventional'} row at "
                      f"{shape} batch {batch}{f' h {h}' if h is not None else ''}: run the same "
                      "shapes and batches for every mode")
-            H, P, N = DIMS[shape]
+            H, P, N = DIMS[family][shape]
             total, copy = state_bytes(state, H, P, N)
-            row = {"family": "mamba2", "shape": shape, "batch": batch, "variant": "replay",
+            row = {"family": family, "shape": shape, "batch": batch, "variant": "replay",
                    "L": L, "state": state, "mode": mode, "h": h, "us": r["us"],
                    "gbps": r.get("gbps"), "pct_copy_bw": r.get("pct_copy_bw"),
                    "state_bytes_per_sequence": total, "read_copy_bytes": copy}
@@ -141,7 +155,7 @@ def main():
             if win:
                 axes[1][c].plot(*zip(*win), marker="o", label=s)
         for s, t in TARGET.items():
-            if s in states and shape == "nano-4b":
+            if s in states and shape in TARGET_SHAPES:
                 axes[0][c].axhline(t, ls=":", lw=0.8, color="grey")
         axes[0][c].set_title(f"{shape}: ordinary step (h = 1) vs fp32-read ordinary step")
         axes[1][c].set_title(f"{shape}: L = {L} window vs fp32 conventional step")
@@ -152,7 +166,8 @@ def main():
             ax.axhline(1.0, lw=0.8, color="black")
             ax.grid(alpha=0.3)
             ax.legend()
-    fig.suptitle(f"Mamba-2 state modes, {base['gpu']}, commit {base['commit']} (dotted: issue 6 targets)")
+    fig.suptitle(f"{TITLE[family]} state modes, {base['gpu']}, commit {base['commit']} "
+                 "(dotted: issue 6 targets)")
     fig.tight_layout()
     try:
         fig.savefig(a.out_png, dpi=110)
