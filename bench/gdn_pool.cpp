@@ -86,7 +86,7 @@ void GdnPool::set_ring(int L) {
   fill_uniform(ring_k_.get(), kF32, nk, -0.1f, 0.1f, seed_ + 11 + L, stream_);
   // Log-decays g = -exp(A_log) softplus(a + dt_bias) <= 0: within the parameters' range.
   fill_uniform(ring_g_.get(), kF32, ng, -2.0f, -0.01f, seed_ + 12 + L, stream_);
-  if (read_t_ != kF32) {  // split modes: v and beta of each record (the flush's exact refold)
+  if (read_t_ != kF32) {  // split modes: v and beta of each record (the flush recomputes u from them)
     const int64_t nb = nslots_ * d.num_v_heads * L;
     ring_v_ = DeviceMemory(nbytes(nu, kF32));
     ring_beta_ = DeviceMemory(nbytes(nb, kF32));

@@ -539,7 +539,7 @@ namespace {
 
 /// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
 /// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then write `copy`; split
-/// modes pass ring_v / ring_beta (ordinary rows append, flush rows refold from them).
+/// modes pass ring_v / ring_beta (ordinary rows append, flush rows recompute u from them).
 void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                    const Rows& rows, TensorView y, const Plan& forced, int8_t only,
                    const TensorView& copy) {
