@@ -66,16 +66,7 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
   float* const sBeta = smem + sm.beta;  // [R] beta_j (flush_item loads it)
   float* const sDk = smem + sm.dk;      // [R][rows] S0_r·k^_j (KDA: ·sBk_j), then u_j
   float* const sBk = smem + sm.bk;      // KDA: [R][K] e^{g_j + .. + g_0} ⊙ k^_j
-  auto lane_cols = [&](const float* row, float* out) {
-#pragma unroll
-    for (int c = 0; c < CPL; ++c)
-#pragma unroll
-      for (int v = 0; v < VEC; v += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(row + Lay::col(c, lr) + v);
-        out[c * VEC + v] = x.x, out[c * VEC + v + 1] = x.y;
-        out[c * VEC + v + 2] = x.z, out[c * VEC + v + 3] = x.w;
-      }
-  };
+  auto lane_row = [&](const float* row, float* out) { lane_cols<Lay>(row, lr, out); };
 
   // 1a. The gate sums, as the chain forms them (from g_j down, one gate at a time). GDN: one
   //     thread per record j: the weights e^{g_j + .. + g_{i+1}} of its pairs (into sCK) and A_j.
@@ -111,9 +102,9 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
     const int jw = min(base + (grp / GPW) * GPW + GPW - 1, hist - 1);
     const int nchunk = (jw + LPR - 1) / LPR;
     float kj[COLS], run[KDA ? COLS : 1];
-    if (live) lane_cols(sK + j * K, kj);
+    if (live) lane_row(sK + j * K, kj);
     if constexpr (KDA) {
-      if (live) lane_cols(sG + j * K, run);
+      if (live) lane_row(sG + j * K, run);
     }
     for (int ch = 0; ch < nchunk; ++ch) {
       const int i0 = j - 1 - ch * LPR;
@@ -124,11 +115,11 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
         float pk = 0.0f;
         if (live && i >= 0) {
           float ki[COLS];
-          lane_cols(sK + i * K, ki);
+          lane_row(sK + i * K, ki);
           if constexpr (KDA) {
             if (i < j - 1) {
               float gi[COLS];
-              lane_cols(sG + (i + 1) * K, gi);
+              lane_row(sG + (i + 1) * K, gi);
 #pragma unroll
               for (int e = 0; e < COLS; ++e) run[e] = __fadd_rn(run[e], gi[e]);
             }
@@ -159,7 +150,7 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
 #pragma unroll
     for (int tt = 0; tt < TPC; ++tt) {
       float kq[COLS];
-      lane_cols((KDA ? sBk : sK) + min(j0 + tt, hist - 1) * K, kq);  // past hist: unused
+      lane_row((KDA ? sBk : sK) + min(j0 + tt, hist - 1) * K, kq);  // past hist: unused
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         float pk = 0.0f;
@@ -342,14 +333,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
 #pragma unroll 2
   for (int j = 0; j < hist; ++j) {
     float kq[COLS];
-#pragma unroll
-    for (int c = 0; c < CPL; ++c)
-#pragma unroll
-      for (int v = 0; v < VEC; v += 4) {
-        const float4 k4 = *reinterpret_cast<const float4*>(sK + j * K + Lay::col(c, lr) + v);
-        kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
-        kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
-      }
+    lane_cols<Lay>(sK + j * K, lr, kq);
 #pragma unroll
     for (int i0 = 0; i0 < RPT; i0 += 4) {
       const int rq = r0 + i0 < nrows ? r0 + i0 : 0;  // four rows, all valid or none

@@ -517,15 +517,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll 2
           for (int j = 0; j < hist; ++j) {
             float kq[COLS];
-            const float* kjr = sK + krow(j) * K;
-#pragma unroll
-            for (int c = 0; c < CPL; ++c)
-#pragma unroll
-              for (int v = 0; v < VEC; v += 4) {
-                const float4 k4 = *reinterpret_cast<const float4*>(kjr + Lay::col(c, lr) + v);
-                kq[c * VEC + v] = k4.x, kq[c * VEC + v + 1] = k4.y;
-                kq[c * VEC + v + 2] = k4.z, kq[c * VEC + v + 3] = k4.w;
-              }
+            lane_cols<Lay>(sK + krow(j) * K, lr, kq);
             const float4 u4 = *reinterpret_cast<const float4*>(uk + phys(j) * U + r0);
             float uf[FR] = {u4.x, u4.y, u4.z, u4.w};
             if (!KDA) {

@@ -157,6 +157,21 @@ __device__ __forceinline__ void tile_row(const TState* tile, int r, int lr, bool
                      &s[c * Lay::kVec]);
 }
 
+/// One lane's columns of a float32 row in shared memory (a ring k^ row, a token vector), in the
+/// lane layout Lay's order, read as float4.
+template <class Lay>
+__device__ __forceinline__ void lane_cols(const float* row, int lr, float* out) {
+  static_assert(Lay::kVec % 4 == 0, "a lane's chunk is whole float4s");
+#pragma unroll
+  for (int c = 0; c < Lay::kChunksPerLane; ++c)
+#pragma unroll
+    for (int v = 0; v < Lay::kVec; v += 4) {
+      const float4 x = *reinterpret_cast<const float4*>(row + Lay::col(c, lr) + v);
+      out[c * Lay::kVec + v] = x.x, out[c * Lay::kVec + v + 1] = x.y;
+      out[c * Lay::kVec + v + 2] = x.z, out[c * Lay::kVec + v + 3] = x.w;
+    }
+}
+
 /// Streams one lane's chunks of a state row back to global memory (rounded to TState).
 template <class TState, class Lay>
 __device__ __forceinline__ void store_row(TState* row, int lr, const float* s) {
