@@ -35,8 +35,8 @@ TITLE = {"mamba2": "Mamba-2", "gdn": "Gated DeltaNet", "kda": "KDA"}
 
 def state_bytes(state, H, P, N):
     """Checkpoint + read copy bytes of one sequence's layer state (precision.h): H heads of P rows
-    of N elements, one fp8 scale per row, one E4M3 scale per 16 NVFP4 elements and one fp32
-    scale per head."""
+    of N elements; fp8 copies add a float32 scale per row, NVFP4 copies an E4M3 scale per 16
+    elements and a float32 scale per head."""
     e = H * P * N
     read = state.split("/")[1]
     copy = {"fp32": 0, "bf16": 2 * e, "fp16": 2 * e, "fp8": e + 4 * H * P,

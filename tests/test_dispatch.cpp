@@ -43,7 +43,7 @@ TEST(Dispatch, GdnReplaysFromBatch16Or8WithLargeStatesKdaFrom32AtL8) {
   }
 }
 
-TEST(Dispatch, StateBytesMoveOnlyGdnWithoutAReadCopy) {
+TEST(Dispatch, StateBytesMoveOnlyGdn) {
   const int64_t big = int64_t{64} << 20;  // far above every threshold
   for (int64_t b : {8, 15}) {  // Mamba-2 ignores the state size
     EXPECT_EQ(recommended_ring_length(SsmFamily::kMamba2, b, 16, false, big), 1);

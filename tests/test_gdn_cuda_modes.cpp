@@ -145,6 +145,10 @@ TEST(GdnCudaModes, SplitSixteenBitReadCopiesFlushTheFp32Recurrence) {
   run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kBf16, 16, 36, test_seed(16003));
   run_split(kKimi, Gate::kChannel, kBF16, StateFormat::kBf16, 16, 36, test_seed(16004));
   run_split(kKimi, Gate::kChannel, kF32, StateFormat::kFp16, 8, 30, test_seed(16005));
+  // L = 64: flushes with more than 17 records (the flush's u beyond its 16 registers, its pair
+  // dots over more than one butterfly) and its largest shared memory.
+  run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kBf16, 64, 150, test_seed(16006));
+  run_split(kKimi, Gate::kChannel, kBF16, StateFormat::kFp16, 64, 150, test_seed(16007));
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ const char* ssm_family_name(SsmFamily f);
 ///     beats 16 at batch 64-256: window 1.29x / 1.38x (mixed 1.24x / 1.36x) at 64 / 256 against
 ///     1.09x / 1.21x at L = 16 (bench/results/sweep-kda-L-bb52d7c.txt, kda-ab-new-bb52d7c.txt);
 ///     at L = 8 batch 8 / 16 0.79x / 0.75x window (mixed 0.74x / 0.70x), batch 32 1.22x (1.16x),
-///     512 1.20x (1.24x) (kernels-kda-L8-39485d2.txt): L = min(requested, 8) at batch >= 32;
-///     with a read copy (not measured since): 1.
+///     512 1.20x (1.24x) (kernels-kda-L8-39485d2.txt): L = min(requested, 8) at batch >= 32
+///     (with a read copy: below).
 /// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
 /// precision.h): its flushes also write the copy (GDN/KDA: recomputing every record's u), so
 /// replay pays from larger batches; at L = 1 the step is the fp32 conventional one (the copy is

@@ -1,6 +1,6 @@
 // The GDN / KDA ReplaySSM flush in a launch of its own (the dispatcher's choice on the output-only
-// route of the group kernel, default state mode): the ordinary launch (the group kernel
-// with only = 1) leaves flush rows, this kernel serves only them. A flush row folds its h ring
+// route of the group kernel, and always in the split state modes): the ordinary launch (the group
+// kernel with only = 1) leaves flush rows, this kernel serves only them. A flush row folds its h ring
 // records and then the token into the checkpoint and writes it once:
 //   S_h = ā'·S0 + Σ_{j<h} (c_j·u_j) k^_jᵀ, c_j = e^{g_{j+1} + .. + g_{h-1}}, ā' = e^{g_0 + .. +
 //   g_{h-1}} (sums from the token backwards), then the conventional update with the token
@@ -8,8 +8,9 @@
 // KDA: the decay is per key channel, so c_j and ā' are vectors over K: the fold is
 //   S_h = ā'⊙S0 + Σ_{j<h} u_j (c_j⊙k^_j)ᵀ  (ā' scales the columns of S0),
 // c_j⊙k^_j formed in shared memory in place (one thread per channel), u_j unscaled.
-// Every rounding is the group kernel's fold in the same order (replay_group.cuh), so checkpoints
-// and outputs are bit-identical to it (a GPU test), and to the conventional step at h = 0.
+// Default mode: every rounding is the group kernel's fold in the same order (replay_group.cuh), so
+// checkpoints and outputs are bit-identical to it (a GPU test), and to the conventional step at
+// h = 0. Split modes: see below.
 // Why: as for Mamba-2 (mamba2/flush.cuh, bench/NOTES.md "Mamba-2 flush kernel"), a flush row
 // folding inside the ordinary launch stops streaming and straggles: at Qwen3.5-4B batch 256 a
 // flush cost 1.8x a conventional step (bench/NOTES_gdn.md). Here an item is rows
@@ -28,7 +29,7 @@
 // (KDA: the decay per channel inside the dots, S0_r·(e^{g_j + .. + g_0} ⊙ k^_j) and
 // ck_{j,i} = (e^{g_j + .. + g_{i+1}} ⊙ k^_i)·k^_j, A = 1), from the ring's v, beta, k^ and g, then
 // folds them as above and writes the checkpoint and its 16-bit copy: the flushed checkpoint is the
-// fp32 mode's bit for bit (a GPU test), in one pass over S0 instead of h sequential delta-rule
+// fp32 mode's (output-only route of the group kernel, the dispatcher's) bit for bit (a GPU test), in one pass over S0 instead of h sequential delta-rule
 // updates (bench/NOTES_gdn.md "Session 18").
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
