@@ -63,6 +63,11 @@ def load(path):
             or doc["args"].get("family") not in DIMS):
         fail(f"{path} is not a `replayssm_bench kernels --family mamba2|gdn|kda` result")
     dims = DIMS[doc["args"]["family"]]
+    if not isinstance(doc["args"].get("L"), int):
+        fail(f"{path}: args.L missing, expected the ring length of the main points")
+    for r in doc["rows"]:
+        if not isinstance(r, dict) or not all(k in r for k in ("shape", "batch", "us", "variant")):
+            fail(f"{path}: a row without shape, batch, variant or us: {str(r)[:80]}")
     state = doc["args"].get("state")
     if state != "fp32" and (not isinstance(state, str) or not state.startswith("fp32/")):
         fail(f"{path}: state {state!r}, expected fp32 or a split mode fp32/<read>")
@@ -92,12 +97,12 @@ def main():
     ap.add_argument("runs", nargs="+")
     a = ap.parse_args()
     docs = [load(p) for p in a.runs]
-    states = [d["args"]["state"] for d in docs]
-    if len(set(states)) != len(states):
-        fail(f"the runs repeat a state ({', '.join(states)}): one run per mode")
     if len({d["args"]["family"] for d in docs}) != 1:
         fail("the runs differ in family: one family per report")
     family = docs[0]["args"]["family"]
+    states = [d["args"]["state"] for d in docs]
+    if len(set(states)) != len(states):
+        fail(f"the runs repeat a state ({', '.join(states)}): one run per mode")
     for key in ("commit", "gpu"):
         if len({d.get(key) for d in docs}) != 1:
             fail(f"the runs differ in {key} ({', '.join(str(d.get(key)) for d in docs)}): "

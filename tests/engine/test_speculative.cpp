@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <ostream>
 #include <random>
 
 #include "engine/tiny_models.h"
@@ -190,6 +191,8 @@ std::vector<Request> prompts(int n_new) {
 struct ServeCase {
   std::string model, drafter;  // drafter: "ngram" or a model directory
 };
+// Test names show the case, not its bytes.
+void PrintTo(const ServeCase& c, std::ostream* os) { *os << c.model << " + " << c.drafter; }
 
 class GreedySpeculative : public ::testing::TestWithParam<ServeCase> {};
 
