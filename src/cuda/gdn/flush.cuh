@@ -48,7 +48,7 @@ namespace replayssm::cuda::gdn {
 /// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs
 /// the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every thread of the
 /// block calls it (it synchronises the block, but not before it returns).
-template <class TIn, int K, bool KDA, int RPT>
+template <int K, bool KDA, int RPT>
 __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R, int hist,
                                         int nrows, int r0, int lr,
                                         const uint4 (&raw)[RPT][Layout<4, K>::kChunksPerLane],
@@ -297,7 +297,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   cp_async_wait<0>();
   __syncthreads();
   float s[RPT][COLS];
-  if constexpr (EXACT) exact_u<TIn, K, KDA, RPT>(sm, smem, R, hist, nrows, r0, lr, raw, s);
+  if constexpr (EXACT) exact_u<K, KDA, RPT>(sm, smem, R, hist, nrows, r0, lr, raw, s);
   if constexpr (KDA) {
     // Per key channel, as the group kernel's chain forms them: the gate sums from the newest
     // record back, c_j⊙k^_j in place, then ā'.
