@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -362,6 +363,15 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
                   "same vocabulary, greedy)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {  // here, so that the error names --drafter
+            if (s == "ngram") return std::string();
+            if (s.rfind("model:", 0) != 0) return "'" + s + "': expected ngram or model:DIR";
+            if (!std::filesystem::is_directory(s.substr(6)))
+              return "'" + s.substr(6) + "': no such directory (model:DIR)";
+            return std::string();
+          },
+          "ngram|model:DIR"))
       ->needs(spec);
   sub->add_option("--spec-mode", o->spec_mode,
                   "with --speculate: replay (ReplaySSM verify) or snapshot (the peers' baseline: "

@@ -393,7 +393,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(cli::in_range(int64_t{1}, int64_t{65535}))
       ->capture_default_str();
-  k->add_option("--L", a.L, "ring length of the main points")
+  k->add_option("-L,--L", a.L, "ring length of the main points")
       ->check(cli::in_range(3, 64))
       ->capture_default_str();
   k->add_option("--L-sweep", a.sweep_L, "ring lengths of the L sweep")
@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(cli::in_range(1, 8))
       ->capture_default_str();
-  vc->add_option("--L", v.L, "ring length of the decode step; T tokens verify with max(L, 4T)")
+  vc->add_option("-L,--L", v.L, "ring length of the decode step; T tokens verify with max(L, 4T)")
       ->check(cli::in_range(2, 64))
       ->capture_default_str();
   vc->add_option("--out", v.out, "write the results JSON here (DESIGN.md §4)");
