@@ -246,6 +246,8 @@ TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
           plan.overlap = overlap;
           // The flush launch's block size: 64 / 128 / 256 threads (items of 16 / 32 / 64 rows).
           plan.flush_threads = rpt == 4 ? 64 : overlap == 0 ? 128 : 256;
+          // GDN at L <= 32: the pipelined flush kernel (flush_pipe.cuh) or flush.cuh.
+          plan.flush_pipeline = overlap == 0 && rpt == 8 ? 0 : 1;
           gdn::Cache cache = pool.cache();
           cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
                           st.y.view(), plan);
@@ -429,6 +431,9 @@ TEST(GdnCudaErrors, BadArgumentsRaiseTypedErrorsAndTouchNothing) {
     EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
     p = {};
     p.flush_threads = 96;  // 64, 128 or 256
+    EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
+    p = {};
+    p.flush_pipeline = 2;  // 0, 1 or -1 (auto)
     EXPECT_THROW(replay(layer.layer, cache, cur, rows, p), ConfigError);
   }
   {  // a host tensor among device tensors (public API: device check)

@@ -38,6 +38,21 @@ __device__ __forceinline__ uint64_t mbar_arrive_expect_tx(uint64_t* bar, uint32_
   return state;
 }
 
+/// Adds `bytes` to the transactions the barrier's current phase waits for, without arriving.
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+/// Arrives on the barrier (release: this thread's earlier memory operations are visible to the
+/// threads that see the phase complete).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile(
+      "{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}" ::"r"(smem_u32(bar))
+      : "memory");
+}
+
 /// Waits until the phase of the given parity has completed (all arrivals and bytes in).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;

@@ -250,6 +250,9 @@ Plan resolve(const Plan& forced, const Plan& autop, const Dims& d, DType state, 
   check<ConfigError>(p.flush_threads == 64 || p.flush_threads == 128 || p.flush_threads == 256,
                      op, ": plan flush_threads = ", p.flush_threads,
                      ", expected 0 or -1 (auto), 64, 128 or 256");
+  if (p.flush_pipeline < 0) p.flush_pipeline = std::max(autop.flush_pipeline, 0);
+  check<ConfigError>(p.flush_pipeline == 0 || p.flush_pipeline == 1, op,
+                     ": plan flush_pipeline = ", p.flush_pipeline, ", expected -1 (auto), 0 or 1");
   check<ConfigError>(p.kernel == 1 || p.kernel == 2, op, ": plan kernel = ", p.kernel,
                      ", expected 1 (per-block) or 2 (group)");
   if (p.kernel == 2) {
@@ -287,7 +290,7 @@ GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool 
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
-/// flush=0,exit=1,pdl=1,fthreads=128" (any subset) replaces those fields of the dispatcher's
+/// flush=0,exit=1,pdl=1,fthreads=128,fpipe=0" (any subset) replaces those fields of the dispatcher's
 /// choice for every replay step of the process.
 void override_replay_plan(Plan& p) {
   for_each_plan_override("RSSM_GDN_REPLAY_PLAN", [&](const std::string& key, int v) {
@@ -301,6 +304,7 @@ void override_replay_plan(Plan& p) {
     if (key == "exit") p.early_exit = v;
     if (key == "pdl") p.overlap = v;
     if (key == "fthreads") p.flush_threads = v;  // flush_threads
+    if (key == "fpipe") p.flush_pipeline = v;
   });
 }
 
@@ -446,6 +450,9 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // overlapping the ordinary one").
   p.overlap = 1;
   p.flush_threads = kFlushThreads;
+  // Where it applies, the flush launch is the pipelined kernel (flush_pipe.cuh; bench/NOTES_gdn.md
+  // "Session 19").
+  p.flush_pipeline = 1;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
@@ -625,6 +632,10 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   f.nsplit = static_cast<int32_t>(cdiv(d.head_v_dim, f.rows_per_block));
   LaunchShape fs = ls;
   fs.flush = true;
+  // The pipelined flush kernel (flush_pipe.cuh): scalar gate, default state mode (split modes
+  // recompute u: flush.cuh's EXACT), a ring whose records fit the producer warp's lanes.
+  f.flush_pipe = plan.flush_pipeline == 1 && !c.kda && only == 0 && R <= kFlushPipeMaxR &&
+                 f.rows_per_block <= kFlushPipeMaxRows;
   // Only when the ordinary launch's flush-row blocks leave before reading anything: the two
   // launches then touch disjoint rows and slots.
   fs.overlap = plan.early_exit == 1 && plan.overlap == 1;
@@ -633,6 +644,14 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
                 c.kda ? static_cast<int>(d.head_k_dim) : 1, only != 0).total *
       sizeof(float));
+  if (f.flush_pipe) {  // a producer warp beside the consumers
+    fs.threads += 32;
+    fs.smem = static_cast<size_t>(FlushPipeSmem(static_cast<int>(R),
+                                                static_cast<int>(d.head_k_dim), f.rows_per_block,
+                                                static_cast<int>(dtype_size(c.state_dtype)))
+                                      .total) *
+              sizeof(float);
+  }
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
   fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(
       c.batch * d.num_v_heads * f.nsplit, std::numeric_limits<int32_t>::max())));

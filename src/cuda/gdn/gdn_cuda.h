@@ -70,6 +70,10 @@ struct Plan {
   int flush_threads = 0;    ///< with flush_kernel 1: threads per block of the flush launch, 64,
                             ///< 128 or 256 (an item is that many / 32 warps' rows of one value
                             ///< head); 0 or -1 = the dispatcher's
+  int flush_pipeline = -1;  ///< with flush_kernel 1: 1 = the pipelined flush kernel
+                            ///< (flush_pipe.cuh: a producer warp stages item n + 1 while the
+                            ///< block folds item n) where it applies (scalar gate, default state
+                            ///< mode, L <= 32), flush.cuh elsewhere; 0 = flush.cuh; -1 = auto
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may
@@ -79,8 +83,8 @@ struct Plan {
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
 /// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
 /// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
-/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1,fthreads=128" (any subset; pdl: overlap,
-/// fthreads: flush_threads), checked like a forced plan.
+/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1,fthreads=128,fpipe=0" (any subset; pdl:
+/// overlap, fthreads: flush_threads, fpipe: flush_pipeline), checked like a forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.

@@ -12,6 +12,7 @@
 #include "cuda/common/launch.cuh"
 #include "cuda/gdn/conventional.cuh"
 #include "cuda/gdn/flush.cuh"
+#include "cuda/gdn/flush_pipe.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/replay.cuh"
 #include "cuda/gdn/replay_group.cuh"
@@ -63,6 +64,13 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
       };
       if constexpr (std::is_same_v<TState, float>)
         if (p.ring_v) return flush(std::true_type{});
+      if constexpr (!KDA)
+        if (p.flush_pipe) {
+          auto kernel = flush_pipe_kernel<TIn, TState, K, kFlushRowsPerThread>;
+          LaunchShape fs = ls;
+          fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
+          return enqueue(kernel, p, fs, stream, op);
+        }
       return flush(std::false_type{});
     }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);

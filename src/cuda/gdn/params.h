@@ -52,6 +52,7 @@ struct StepParams {
   // enters the recurrence), which also write the copy
   int8_t only = 0;            ///< 0 every row; 1 ordinary rows only; 2 flush rows only (flush.cuh)
   bool early_exit = false;    ///< only = 1: a flush row leaves before its checkpoint is requested
+  bool flush_pipe = false;    ///< only = 2: the pipelined flush kernel (flush_pipe.cuh)
   void* copy = nullptr;       ///< flush rows: the read copy [slots, HV, V, K] to write
   bool copy_f16 = false;      ///< the read copy is float16 (else bfloat16)
   float* ring_v = nullptr;    ///< [slots, HV, R, V] (split modes)

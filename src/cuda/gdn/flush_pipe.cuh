@@ -1,0 +1,215 @@
+// The GDN flush launch as a pipeline (the dispatcher's choice where it applies: scalar gate,
+// default state mode, ring of at most kFlushPipeMaxR rows; flush.cuh elsewhere). Same items, the
+// same arithmetic in the same order as flush.cuh, so checkpoints and outputs are bit-identical to
+// it (and to the group kernel's in-launch fold: the GPU test covers both).
+// Why: in flush.cuh every item runs cursor -> ring rows -> weights and token (warp 0) -> barrier
+// -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
+// the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
+// Here a producer warp prepares item n + 1 while the consumer warps fold item n:
+//   - producer (the block's last warp): the item's checkpoint rows [nrows][K] by one bulk copy,
+//     ring k^ and u rows of its h records by one bulk copy each (lane j: record j), all completing
+//     on full[n & 1]; meanwhile the token (k^, q^, alpha·k^, alpha, beta: Token::prepare) and v
+//     into shared memory, and the record weights c_j = e^{g_{j+1} + .. + g_{h-1}} and ā', each
+//     lane summing its own suffix from the token backwards (the serial loop's order: same bits);
+//     then every lane arrives on full[n & 1];
+//   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n & 1], rows
+//     from the tile, ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j rounded as flush.cuh rounds it in place),
+//     delta_rule_row() with the token, y and the new checkpoint stored, then arrive on empty[n & 1]
+//     (the producer refills the buffer only after every consumer thread let go of it).
+// Grid: persistent over the flush rows' items (common/flush_rows.cuh's list and walk); shared
+// memory FlushPipeSmem (launch.h); blockDim = consumer threads + 32.
+#pragma once
+#include "cuda/common/bulk_copy.cuh"
+#include "cuda/common/flush_rows.cuh"
+#include "cuda/common/pdl.cuh"
+#include "cuda/common/ring_window.cuh"
+#include "cuda/gdn/launch.h"
+#include "cuda/gdn/step_math.cuh"
+
+namespace replayssm::cuda::gdn {
+
+/// What the producer leaves in a buffer besides the copies.
+struct PipeItem {
+  int b, slot, vh, v0, nrows, hist;
+};
+
+/// Producer warp: item (b, slot, rest) into buffer `buf` (whose previous item the consumers have
+/// released). Every lane of the warp calls it.
+template <class TIn, class TState, int K>
+__device__ __forceinline__ void produce_item(const StepParams& p, const FlushPipeSmem& sm,
+                                             float* B, uint64_t* full, int b, int slot, int rest) {
+  using Lay = Layout<sizeof(TState), K>;
+  using Tok = Token<TIn, sizeof(TState), K, false>;
+  constexpr int CPL = Lay::kChunksPerLane, VEC = Lay::kVec, LPR = Lay::kLanesPerRow;
+  const int lane = threadIdx.x & 31, lr = lane % LPR;
+  const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
+  const int nrows = min(p.rows_per_block, p.V - v0);
+  const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;
+  const typename Tok::Raw raw = Tok::fetch(p, b, vh, lr);  // in flight before the cursor
+  const TIn* const vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V + v0;
+  constexpr int VPL = kFlushPipeMaxRows / 32;  // v entries per lane
+  float vv[VPL];
+#pragma unroll
+  for (int i = 0; i < VPL; ++i) vv[i] = lane + 32 * i < nrows ? to_f32(vin[lane + 32 * i]) : 0.0f;
+  const int R = p.R;
+  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
+  const int hist = win.hist;
+  const float gj = lane < hist ? p.ring_g[sv * R + win.phys(lane)] : 0.0f;
+
+  // The copies: the checkpoint rows, then per record its k^ row and its u rows.
+  const uint32_t tile_bytes = static_cast<uint32_t>(nrows * K * sizeof(TState));
+  if (lane == 0) {
+    mbar_expect_tx(full, tile_bytes + static_cast<uint32_t>(hist * (K + nrows) * 4));
+    const TState* S = static_cast<const TState*>(p.state) + (sv * p.V + v0) * K;
+    bulk_load(B + sm.tile, S, tile_bytes, full);
+  }
+  __syncwarp();
+  const float* const ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + vh / p.group) * R * K;
+  const float* const ringu = p.ring_u + sv * R * p.V + v0;
+  for (int j = lane; j < hist; j += 32) {
+    const int64_t ph = win.phys(j);
+    bulk_load(B + sm.k + j * K, ringk + ph * K, K * 4, full);
+    bulk_load(B + sm.u + j * sm.rows, ringu + ph * p.V, static_cast<uint32_t>(nrows * 4), full);
+  }
+
+  // The weights: lane j sums g_{h-1}, g_{h-2}, .., g_{j+1} in that order (flush.cuh's serial
+  // loop), lane 0 then adds g_0 for ā'.
+  float acc = 0.0f;
+  for (int m = hist - 1; m >= 0; --m) {
+    const float gm = __shfl_sync(0xffffffffu, gj, m);
+    if (m > lane) acc = __fadd_rn(acc, gm);
+  }
+  if (lane < hist) B[sm.c + lane] = expf(acc);
+  if (lane == 0) B[sm.head] = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);
+
+  // The token in the consumers' lane layout, and v.
+  Tok w;
+  w.prepare(p, raw);
+  if (lane < LPR) {
+#pragma unroll
+    for (int c = 0; c < CPL; ++c)
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+        B[sm.tk + col] = w.khat[i], B[sm.tq + col] = w.qhat[i], B[sm.ta + col] = w.ak[i];
+      }
+  }
+  if (lane == 0) {
+    B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
+    *reinterpret_cast<PipeItem*>(B + sm.item) = PipeItem{b, slot, vh, v0, nrows, hist};
+  }
+#pragma unroll
+  for (int i = 0; i < VPL; ++i)
+    if (lane + 32 * i < nrows) B[sm.v + lane + 32 * i] = vv[i];
+  mbar_arrive(full);  // every lane: its own stores released
+}
+
+/// Consumer threads: the item in buffer B (complete: full waited on). Every consumer thread calls
+/// it; it synchronises nothing.
+template <class TIn, class TState, int K, int RPT>
+__device__ __forceinline__ void consume_item(const StepParams& p, const FlushPipeSmem& sm,
+                                             const float* B) {
+  using Lay = Layout<sizeof(TState), K>;
+  using Tok = Token<TIn, sizeof(TState), K, false>;
+  constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
+  constexpr int LPR = Lay::kLanesPerRow;
+  static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int lr = lane % LPR;
+  const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;
+  const PipeItem it = *reinterpret_cast<const PipeItem*>(B + sm.item);
+
+  float s[RPT][COLS];
+  const TState* const tile = reinterpret_cast<const TState*>(B + sm.tile);
+  const float abar = B[sm.head];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    tile_row<TState, Lay>(tile, r0 + i, lr, r0 + i < it.nrows, s[i]);
+#pragma unroll
+    for (int e = 0; e < COLS; ++e) s[i][e] = __fmul_rn(abar, s[i][e]);
+  }
+#pragma unroll 2
+  for (int j = 0; j < it.hist; ++j) {
+    float kq[COLS];
+    lane_cols<Lay>(B + sm.k + j * K, lr, kq);
+    const float cj = B[sm.c + j];
+#pragma unroll
+    for (int i0 = 0; i0 < RPT; i0 += 4) {
+      const int rq = r0 + i0 < it.nrows ? r0 + i0 : 0;  // four rows, all valid or none
+      const float4 u4 = *reinterpret_cast<const float4*>(B + sm.u + j * sm.rows + rq);
+      const float uf[4] = {__fmul_rn(cj, u4.x), __fmul_rn(cj, u4.y), __fmul_rn(cj, u4.z),
+                           __fmul_rn(cj, u4.w)};
+#pragma unroll
+      for (int f = 0; f < 4; ++f)
+#pragma unroll
+        for (int e = 0; e < COLS; ++e) s[i0 + f][e] = __fmaf_rn(uf[f], kq[e], s[i0 + f][e]);
+    }
+  }
+
+  Tok t;
+#pragma unroll
+  for (int c = 0; c < CPL; ++c)
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const int i = c * VEC + v, col = Lay::col(c, lr) + v;
+      t.khat[i] = B[sm.tk + col], t.qhat[i] = B[sm.tq + col], t.ak[i] = B[sm.ta + col];
+    }
+  t.alpha[0] = B[sm.head + 1];
+  t.beta = B[sm.head + 2];
+  const int64_t sv = static_cast<int64_t>(it.slot) * p.HV + it.vh;
+  TState* const S = static_cast<TState*>(p.state) + (sv * p.V + it.v0) * K;
+  TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(it.b) * p.HV + it.vh) * p.V;
+  float vv[RPT];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) vv[i] = r0 + i < it.nrows ? B[sm.v + r0 + i] : 0.0f;
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = r0 + i;
+    const float2 yu = delta_rule_row(s[i], t, vv[i]);
+    if (r >= it.nrows) continue;
+    if (lr == 0) y[it.v0 + r] = from_f32<TIn>(yu.x);
+    store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
+  }
+}
+
+template <class TIn, class TState, int K, int RPT>
+__global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const StepParams p) {
+  extern __shared__ __align__(16) float smem[];
+  const FlushPipeSmem sm(p.R, K, p.rows_per_block, static_cast<int>(sizeof(TState)));
+  const int tid = threadIdx.x;
+  const int nconsumer = static_cast<int>(blockDim.x) - 32;  // the last warp produces
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + sm.bars);
+  uint64_t* const empty = full + 2;
+  int* const list = reinterpret_cast<int*>(smem + sm.list);
+  int* const list_slots = reinterpret_cast<int*>(smem + sm.slots);
+  if (tid == 0) {
+    mbar_init(&full[0], 32), mbar_init(&full[1], 32);
+    mbar_init(&empty[0], nconsumer), mbar_init(&empty[1], nconsumer);
+  }  // (list_flush_rows synchronises the block before anyone waits on them)
+  const int per_row = p.HV * p.nsplit;
+  int n = 0;  // items of this block so far: buffer n & 1, its phase n >> 1
+  for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
+    const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
+                                   min(b0 + kFlushScan, p.batch), list, list_slots,
+                                   reinterpret_cast<int*>(smem + sm.warps));
+    for (int it = blockIdx.x; it < nf * per_row; it += gridDim.x, ++n) {
+      const int buf = n & 1;
+      float* const B = smem + buf * sm.buf;
+      if (tid >= nconsumer) {
+        if (n >= 2) mbar_wait(&empty[buf], ((n >> 1) - 1) & 1);
+        const int fr = it / per_row;
+        produce_item<TIn, TState, K>(p, sm, B, &full[buf], list[fr], list_slots[fr],
+                                     it - fr * per_row);
+      } else {
+        mbar_wait(&full[buf], (n >> 1) & 1);
+        consume_item<TIn, TState, K, RPT>(p, sm, B);
+        mbar_arrive(&empty[buf]);
+      }
+    }
+    __syncthreads();  // the list is rewritten for the next rows
+  }
+  // As flush.cuh: this launch may overlap the ordinary launch, and ends only after it.
+  pdl_wait();
+}
+
+}  // namespace replayssm::cuda::gdn
