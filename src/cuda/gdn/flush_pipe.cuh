@@ -6,12 +6,13 @@
 // -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
 // the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
 // Here a producer warp prepares item n + 1 while the consumer warps fold item n:
-//   - producer (the block's last warp): the item's checkpoint rows [nrows][K] by one bulk copy,
-//     ring k^ and u rows of its h records by one bulk copy each (lane j: record j), all completing
-//     on full[n & 1]; meanwhile the token (k^, q^, alpha·k^, alpha, beta: Token::prepare) and v
-//     into shared memory, and the record weights c_j = e^{g_{j+1} + .. + g_{h-1}} and ā', each
-//     lane summing its own suffix from the token backwards (the serial loop's order: same bits);
-//     then every lane arrives on full[n & 1];
+//   - producer (the block's last warp): first what needs no buffer: the token (k^, q^, alpha·k^,
+//     alpha, beta: Token::prepare), v, the cursor and the record weights c_j = e^{g_{j+1} + .. +
+//     g_{h-1}} and ā', each lane summing its own suffix from the token backwards (the serial
+//     loop's order: same bits); then, once the consumers released buffer n & 1 (empty), the
+//     item's checkpoint rows [nrows][K] by one bulk copy and the ring k^ and u rows of its h
+//     records by one bulk copy each (lane j: record j), all completing on full[n & 1], and the
+//     rest into shared memory; every lane then arrives on full[n & 1];
 //   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n & 1], rows
 //     from the tile, ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j rounded as flush.cuh rounds it in place),
 //     delta_rule_row() with the token, y and the new checkpoint stored, then arrive on empty[n & 1]
@@ -33,11 +34,14 @@ struct PipeItem {
   int b, slot, vh, v0, nrows, hist;
 };
 
-/// Producer warp: item (b, slot, rest) into buffer `buf` (whose previous item the consumers have
-/// released). Every lane of the warp calls it.
+/// Producer warp: item (b, slot, rest) into buffer B. Everything that does not touch B (the
+/// token, v, the cursor, the weights) is done before waiting for the consumers to release B
+/// (empty at `parity`, when `wait`): only the copies' latency is left between that and full.
+/// Every lane of the warp calls it.
 template <class TIn, class TState, int K>
 __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPipeSmem& sm,
-                                             float* B, uint64_t* full, int b, int slot, int rest) {
+                                             float* B, uint64_t* full, uint64_t* empty,
+                                             int parity, bool wait, int b, int slot, int rest) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int CPL = Lay::kChunksPerLane, VEC = Lay::kVec, LPR = Lay::kLanesPerRow;
@@ -46,7 +50,8 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
   const int nrows = min(p.rows_per_block, p.V - v0);
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;
   const typename Tok::Raw raw = Tok::fetch(p, b, vh, lr);  // in flight before the cursor
-  const TIn* const vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V + v0;
+  const TIn* const vin =
+      static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V + v0;
   constexpr int VPL = kFlushPipeMaxRows / 32;  // v entries per lane
   float vv[VPL];
 #pragma unroll
@@ -56,6 +61,19 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
   const int hist = win.hist;
   const float gj = lane < hist ? p.ring_g[sv * R + win.phys(lane)] : 0.0f;
 
+  // The weights: lane j sums g_{h-1}, g_{h-2}, .., g_{j+1} in that order (flush.cuh's serial
+  // loop), lane 0 then adds g_0 for ā'.
+  float acc = 0.0f;
+  for (int m = hist - 1; m >= 0; --m) {
+    const float gm = __shfl_sync(0xffffffffu, gj, m);
+    if (m > lane) acc = __fadd_rn(acc, gm);
+  }
+  const float cj = expf(acc);
+  const float abar = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);  // (lane 0's)
+  Tok w;
+  w.prepare(p, raw);
+
+  if (wait) mbar_wait(empty, parity);
   // The copies: the checkpoint rows, then per record its k^ row and its u rows.
   const uint32_t tile_bytes = static_cast<uint32_t>(nrows * K * sizeof(TState));
   if (lane == 0) {
@@ -72,19 +90,8 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
     bulk_load(B + sm.u + j * sm.rows, ringu + ph * p.V, static_cast<uint32_t>(nrows * 4), full);
   }
 
-  // The weights: lane j sums g_{h-1}, g_{h-2}, .., g_{j+1} in that order (flush.cuh's serial
-  // loop), lane 0 then adds g_0 for ā'.
-  float acc = 0.0f;
-  for (int m = hist - 1; m >= 0; --m) {
-    const float gm = __shfl_sync(0xffffffffu, gj, m);
-    if (m > lane) acc = __fadd_rn(acc, gm);
-  }
-  if (lane < hist) B[sm.c + lane] = expf(acc);
-  if (lane == 0) B[sm.head] = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);
-
-  // The token in the consumers' lane layout, and v.
-  Tok w;
-  w.prepare(p, raw);
+  // The weights, the token in the consumers' lane layout, v and the item.
+  if (lane < hist) B[sm.c + lane] = cj;
   if (lane < LPR) {
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
@@ -95,7 +102,7 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
       }
   }
   if (lane == 0) {
-    B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
+    B[sm.head] = abar, B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
     *reinterpret_cast<PipeItem*>(B + sm.item) = PipeItem{b, slot, vh, v0, nrows, hist};
   }
 #pragma unroll
@@ -196,10 +203,9 @@ __global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const
       const int buf = n & 1;
       float* const B = smem + buf * sm.buf;
       if (tid >= nconsumer) {
-        if (n >= 2) mbar_wait(&empty[buf], ((n >> 1) - 1) & 1);
         const int fr = it / per_row;
-        produce_item<TIn, TState, K>(p, sm, B, &full[buf], list[fr], list_slots[fr],
-                                     it - fr * per_row);
+        produce_item<TIn, TState, K>(p, sm, B, &full[buf], &empty[buf], ((n >> 1) - 1) & 1,
+                                     n >= 2, list[fr], list_slots[fr], it - fr * per_row);
       } else {
         mbar_wait(&full[buf], (n >> 1) & 1);
         consume_item<TIn, TState, K, RPT>(p, sm, B);
