@@ -6,13 +6,15 @@
 // -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
 // the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
 // Here a producer warp prepares item n + 1 while the consumer warps fold item n:
-//   - producer (the block's last warp): first what needs no buffer: the token (k^, q^, alpha·k^,
-//     alpha, beta: Token::prepare), v, the cursor and the record weights c_j = e^{g_{j+1} + .. +
-//     g_{h-1}} and ā', each lane summing its own suffix from the token backwards (the serial
-//     loop's order: same bits); then, once the consumers released buffer n & 1 (empty), the
-//     item's checkpoint rows [nrows][K] by one bulk copy and the ring k^ and u rows of its h
-//     records by one bulk copy each (lane j: record j), all completing on full[n & 1], and the
-//     rest into shared memory; every lane then arrives on full[n & 1];
+//   - producer (the block's last warp): the loads of item n + 1's cursor and ring gates are
+//     issued before it finishes item n; once the consumers released buffer n & 1
+//     (empty), the item's checkpoint rows [nrows][K] by one bulk copy and the ring k^ and u rows
+//     of its h records by one bulk copy each (lane j: record j), all completing on full[n & 1];
+//     then the token (k^, q^, alpha·k^, alpha, beta: Token::prepare), v and the record weights
+//     c_j = e^{g_{j+1} + .. + g_{h-1}} and ā' into the buffer, each lane summing its own suffix
+//     of gates from the token backwards (the serial loop's order: same bits), and every lane
+//     arrives on full[n & 1] (bench/NOTES_gdn.md "Session 19": forming the token before the
+//     copies made the kernel 17% slower: the copies are the critical path);
 //   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n & 1], rows
 //     from the tile, ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j rounded as flush.cuh rounds it in place),
 //     delta_rule_row() with the token, y and the new checkpoint stored, then arrive on empty[n & 1]
@@ -34,65 +36,80 @@ struct PipeItem {
   int b, slot, vh, v0, nrows, hist;
 };
 
-/// Producer warp: item (b, slot, rest) into buffer B. Everything that does not touch B (the
-/// token, v, the cursor, the weights) is done before waiting for the consumers to release B
-/// (empty at `parity`, when `wait`): only the copies' latency is left between that and full.
-/// Every lane of the warp calls it.
+/// Producer warp, step 1 of an item: its cursor and the ring gates of every physical row, issued
+/// an item ahead so that they land while the previous item is finished (the copies of step 2
+/// need the cursor). Waits for nothing.
+struct PipeFetch {
+  float gphys;  // ring g of physical row `lane`
+  int origin, hist, b, slot, vh, v0, nrows;
+
+  __device__ __forceinline__ void fetch(const StepParams& p, int b_, int slot_, int rest) {
+    const int lane = threadIdx.x & 31;
+    b = b_, slot = slot_;
+    vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
+    nrows = min(p.rows_per_block, p.V - v0);
+    origin = p.origin[slot], hist = p.hist[slot];
+    const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;
+    gphys = lane < p.R ? p.ring_g[sv * p.R + lane] : 0.0f;
+  }
+};
+
+/// Producer warp, step 2: once the consumers released buffer B (empty at `parity`, when `wait`),
+/// the copies first (they are the item's critical path), then the token's loads, the weights and
+/// the token into B, and every lane arrives on full. Every lane of the warp calls it.
 template <class TIn, class TState, int K>
 __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPipeSmem& sm,
                                              float* B, uint64_t* full, uint64_t* empty,
-                                             int parity, bool wait, int b, int slot, int rest) {
+                                             int parity, bool wait, const PipeFetch& f) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int CPL = Lay::kChunksPerLane, VEC = Lay::kVec, LPR = Lay::kLanesPerRow;
   const int lane = threadIdx.x & 31, lr = lane % LPR;
-  const int vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
-  const int nrows = min(p.rows_per_block, p.V - v0);
-  const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;
-  const typename Tok::Raw raw = Tok::fetch(p, b, vh, lr);  // in flight before the cursor
-  const TIn* const vin =
-      static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V + v0;
-  constexpr int VPL = kFlushPipeMaxRows / 32;  // v entries per lane
-  float vv[VPL];
-#pragma unroll
-  for (int i = 0; i < VPL; ++i) vv[i] = lane + 32 * i < nrows ? to_f32(vin[lane + 32 * i]) : 0.0f;
-  const int R = p.R;
-  const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, 1);  // h <= R - 1
+  const int R = p.R, nrows = f.nrows;
+  const RingWindow win = RingWindow::of(f.origin, f.hist, R, 1);  // h <= R - 1
   const int hist = win.hist;
-  const float gj = lane < hist ? p.ring_g[sv * R + win.phys(lane)] : 0.0f;
-
-  // The weights: lane j sums g_{h-1}, g_{h-2}, .., g_{j+1} in that order (flush.cuh's serial
-  // loop), lane 0 then adds g_0 for ā'.
-  float acc = 0.0f;
-  for (int m = hist - 1; m >= 0; --m) {
-    const float gm = __shfl_sync(0xffffffffu, gj, m);
-    if (m > lane) acc = __fadd_rn(acc, gm);
-  }
-  const float cj = expf(acc);
-  const float abar = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);  // (lane 0's)
-  Tok w;
-  w.prepare(p, raw);
+  const int64_t sv = static_cast<int64_t>(f.slot) * p.HV + f.vh;
 
   if (wait) mbar_wait(empty, parity);
   // The copies: the checkpoint rows, then per record its k^ row and its u rows.
   const uint32_t tile_bytes = static_cast<uint32_t>(nrows * K * sizeof(TState));
   if (lane == 0) {
     mbar_expect_tx(full, tile_bytes + static_cast<uint32_t>(hist * (K + nrows) * 4));
-    const TState* S = static_cast<const TState*>(p.state) + (sv * p.V + v0) * K;
+    const TState* S = static_cast<const TState*>(p.state) + (sv * p.V + f.v0) * K;
     bulk_load(B + sm.tile, S, tile_bytes, full);
   }
   __syncwarp();
-  const float* const ringk = p.ring_k + (static_cast<int64_t>(slot) * p.H + vh / p.group) * R * K;
-  const float* const ringu = p.ring_u + sv * R * p.V + v0;
+  const float* const ringk =
+      p.ring_k + (static_cast<int64_t>(f.slot) * p.H + f.vh / p.group) * R * K;
+  const float* const ringu = p.ring_u + sv * R * p.V + f.v0;
   for (int j = lane; j < hist; j += 32) {
     const int64_t ph = win.phys(j);
     bulk_load(B + sm.k + j * K, ringk + ph * K, K * 4, full);
     bulk_load(B + sm.u + j * sm.rows, ringu + ph * p.V, static_cast<uint32_t>(nrows * 4), full);
   }
 
-  // The weights, the token in the consumers' lane layout, v and the item.
-  if (lane < hist) B[sm.c + lane] = cj;
-  if (lane < LPR) {
+  // The token's inputs and v (L2-resident: back before the copies land).
+  const typename Tok::Raw raw = Tok::fetch(p, f.b, f.vh, lr);
+  const TIn* const vin =
+      static_cast<const TIn*>(p.v) + (static_cast<int64_t>(f.b) * p.HV + f.vh) * p.V + f.v0;
+  constexpr int VPL = kFlushPipeMaxRows / 32;  // v entries per lane
+  float vv[VPL];
+#pragma unroll
+  for (int i = 0; i < VPL; ++i)
+    vv[i] = lane + 32 * i < nrows ? to_f32(vin[lane + 32 * i]) : 0.0f;
+
+  // The weights: lane j sums g_{h-1}, g_{h-2}, .., g_{j+1} in that order (flush.cuh's serial
+  // loop), lane 0 then adds g_0 for ā'.
+  const float gj = __shfl_sync(0xffffffffu, f.gphys, win.phys(lane < hist ? lane : 0));
+  float acc = 0.0f;
+  for (int m = hist - 1; m >= 0; --m) {
+    const float gm = __shfl_sync(0xffffffffu, gj, m);
+    if (m > lane) acc = __fadd_rn(acc, gm);
+  }
+  if (lane < hist) B[sm.c + lane] = expf(acc);
+  Tok w;
+  w.prepare(p, raw);
+  if (lane < LPR) {  // the token in the consumers' lane layout
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
 #pragma unroll
@@ -102,8 +119,9 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
       }
   }
   if (lane == 0) {
-    B[sm.head] = abar, B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
-    *reinterpret_cast<PipeItem*>(B + sm.item) = PipeItem{b, slot, vh, v0, nrows, hist};
+    B[sm.head] = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);  // ā'
+    B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
+    *reinterpret_cast<PipeItem*>(B + sm.item) = PipeItem{f.b, f.slot, f.vh, f.v0, nrows, hist};
   }
 #pragma unroll
   for (int i = 0; i < VPL; ++i)
@@ -199,16 +217,26 @@ __global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const
     const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
                                    min(b0 + kFlushScan, p.batch), list, list_slots,
                                    reinterpret_cast<int*>(smem + sm.warps));
-    for (int it = blockIdx.x; it < nf * per_row; it += gridDim.x, ++n) {
-      const int buf = n & 1;
-      float* const B = smem + buf * sm.buf;
-      if (tid >= nconsumer) {
+    const int nitems = nf * per_row;
+    if (tid >= nconsumer) {  // the producer: item it's loads were issued during item it - grid
+      PipeFetch cur, next;
+      auto fetch = [&](PipeFetch& f, int it) {
         const int fr = it / per_row;
-        produce_item<TIn, TState, K>(p, sm, B, &full[buf], &empty[buf], ((n >> 1) - 1) & 1,
-                                     n >= 2, list[fr], list_slots[fr], it - fr * per_row);
-      } else {
+        f.fetch(p, list[fr], list_slots[fr], it - fr * per_row);
+      };
+      if (static_cast<int>(blockIdx.x) < nitems) fetch(cur, blockIdx.x);
+      for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
+        if (it + static_cast<int>(gridDim.x) < nitems) fetch(next, it + gridDim.x);
+        const int buf = n & 1;
+        produce_item<TIn, TState, K>(p, sm, smem + buf * sm.buf, &full[buf], &empty[buf],
+                                     ((n >> 1) - 1) & 1, n >= 2, cur);
+        cur = next;
+      }
+    } else {
+      for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
+        const int buf = n & 1;
         mbar_wait(&full[buf], (n >> 1) & 1);
-        consume_item<TIn, TState, K, RPT>(p, sm, B);
+        consume_item<TIn, TState, K, RPT>(p, sm, smem + buf * sm.buf);
         mbar_arrive(&empty[buf]);
       }
     }
