@@ -5,20 +5,23 @@
 // Why: in flush.cuh every item runs cursor -> ring rows -> weights and token (warp 0) -> barrier
 // -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
 // the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
-// Here a producer warp prepares item n + 1 while the consumer warps fold item n:
+// Here a producer warp runs items ahead of the consumer warps, which only fold. Checkpoint rows
+// go through two tiles, everything else through three ring buffers, so that an item's copies are
+// issued two items before it is folded:
 //   - producer (the block's last warp): the loads of item n + 1's cursor and ring gates are
-//     issued before it finishes item n; once the consumers released buffer n & 1
-//     (empty), the item's checkpoint rows [nrows][K] by one bulk copy and the ring k^ and u rows
-//     of its h records by one bulk copy each (lane j: record j), all completing on full[n & 1];
-//     then the token (k^, q^, alpha·k^, alpha, beta: Token::prepare), v and the record weights
-//     c_j = e^{g_{j+1} + .. + g_{h-1}} and ā' into the buffer, each lane summing its own suffix
-//     of gates from the token backwards (the serial loop's order: same bits), and every lane
-//     arrives on full[n & 1] (bench/NOTES_gdn.md "Session 19": forming the token before the
-//     copies made the kernel 17% slower: the copies are the critical path);
-//   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n & 1], rows
-//     from the tile, ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j rounded as flush.cuh rounds it in place),
-//     delta_rule_row() with the token, y and the new checkpoint stored, then arrive on empty[n & 1]
-//     (the producer refills the buffer only after every consumer thread let go of it).
+//     issued before it finishes item n; once the consumers hold item n - 2's rows in registers
+//     (tile_empty[n % 2]) it copies item n's checkpoint rows [nrows][K] into tile n % 2 (one bulk
+//     copy), once they are done with item n - 3 (ring_empty[n % 3]) the ring k^ and u rows of its
+//     h records into ring buffer n % 3 (one bulk copy each, lane j: record j), all completing on
+//     full[n % 3]; then the token (k^, q^, alpha·k^, alpha, beta: Token::prepare), v and the
+//     record weights c_j = e^{g_{j+1} + .. + g_{h-1}} and ā' into the ring buffer, each lane
+//     summing its own suffix of gates from the token backwards (the serial loop's order: same
+//     bits), and every lane arrives on full[n % 3] (the copies go first: forming the token before
+//     them made the kernel 17% slower, bench/NOTES_gdn.md "Session 19");
+//   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n % 3], rows
+//     from the tile into registers (then tile_empty[n % 2]), ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j
+//     rounded as flush.cuh rounds it in place), delta_rule_row() with the token, y and the new
+//     checkpoint stored, then ring_empty[n % 3] (every consumer thread arrives on both).
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh's list and walk); shared
 // memory FlushPipeSmem (launch.h); blockDim = consumer threads + 32.
 #pragma once
@@ -43,9 +46,9 @@ struct PipeFetch {
   float gphys;  // ring g of physical row `lane`
   int origin, hist, b, slot, vh, v0, nrows;
 
-  __device__ __forceinline__ void fetch(const StepParams& p, int b_, int slot_, int rest) {
+  __device__ __forceinline__ void fetch(const StepParams& p, int b_, int rest) {
     const int lane = threadIdx.x & 31;
-    b = b_, slot = slot_;
+    b = b_, slot = p.slot_ids[b_];
     vh = rest / p.nsplit, v0 = (rest - vh * p.nsplit) * p.rows_per_block;
     nrows = min(p.rows_per_block, p.V - v0);
     origin = p.origin[slot], hist = p.hist[slot];
@@ -54,13 +57,17 @@ struct PipeFetch {
   }
 };
 
-/// Producer warp, step 2: once the consumers released buffer B (empty at `parity`, when `wait`),
-/// the copies first (they are the item's critical path), then the token's loads, the weights and
-/// the token into B, and every lane arrives on full. Every lane of the warp calls it.
+/// Producer warp, step 2: once the consumers have the checkpoint rows of the item two back in
+/// registers (tile_empty, at `tparity`, when n >= 2), this item's rows into tile T by one bulk
+/// copy; once they are done with the item three back (ring_empty, at `rparity`, when n >= 3), its
+/// ring k^ and u rows into ring buffer B by one bulk copy each (lane j: record j); all complete on
+/// `full`. Then the token's loads, the weights and the token into B, and every lane arrives on
+/// full. Every lane of the warp calls it.
 template <class TIn, class TState, int K>
 __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPipeSmem& sm,
-                                             float* B, uint64_t* full, uint64_t* empty,
-                                             int parity, bool wait, const PipeFetch& f) {
+                                             float* T, float* B, uint64_t* full,
+                                             uint64_t* tile_empty, uint64_t* ring_empty, int n,
+                                             const PipeFetch& f) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int CPL = Lay::kChunksPerLane, VEC = Lay::kVec, LPR = Lay::kLanesPerRow;
@@ -70,15 +77,15 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
   const int hist = win.hist;
   const int64_t sv = static_cast<int64_t>(f.slot) * p.HV + f.vh;
 
-  if (wait) mbar_wait(empty, parity);
-  // The copies: the checkpoint rows, then per record its k^ row and its u rows.
+  if (n >= kFlushPipeTiles) mbar_wait(tile_empty, (n / kFlushPipeTiles - 1) & 1);
   const uint32_t tile_bytes = static_cast<uint32_t>(nrows * K * sizeof(TState));
   if (lane == 0) {
     mbar_expect_tx(full, tile_bytes + static_cast<uint32_t>(hist * (K + nrows) * 4));
     const TState* S = static_cast<const TState*>(p.state) + (sv * p.V + f.v0) * K;
-    bulk_load(B + sm.tile, S, tile_bytes, full);
+    bulk_load(T, S, tile_bytes, full);
   }
   __syncwarp();
+  if (n >= kFlushPipeRings) mbar_wait(ring_empty, (n / kFlushPipeRings - 1) & 1);
   const float* const ringk =
       p.ring_k + (static_cast<int64_t>(f.slot) * p.H + f.vh / p.group) * R * K;
   const float* const ringu = p.ring_u + sv * R * p.V + f.v0;
@@ -133,7 +140,8 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
 /// it; it synchronises nothing.
 template <class TIn, class TState, int K, int RPT>
 __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPipeSmem& sm,
-                                             const float* B) {
+                                             const float* T, const float* B,
+                                             uint64_t* tile_empty) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
@@ -145,14 +153,15 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
   const PipeItem it = *reinterpret_cast<const PipeItem*>(B + sm.item);
 
   float s[RPT][COLS];
-  const TState* const tile = reinterpret_cast<const TState*>(B + sm.tile);
+  const TState* const tile = reinterpret_cast<const TState*>(T);
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) tile_row<TState, Lay>(tile, r0 + i, lr, r0 + i < it.nrows, s[i]);
+  mbar_arrive(tile_empty);  // the rows are in registers: the tile may take the next item's
   const float abar = B[sm.head];
 #pragma unroll
-  for (int i = 0; i < RPT; ++i) {
-    tile_row<TState, Lay>(tile, r0 + i, lr, r0 + i < it.nrows, s[i]);
+  for (int i = 0; i < RPT; ++i)
 #pragma unroll
     for (int e = 0; e < COLS; ++e) s[i][e] = __fmul_rn(abar, s[i][e]);
-  }
 #pragma unroll 2
   for (int j = 0; j < it.hist; ++j) {
     float kq[COLS];
@@ -203,41 +212,44 @@ __global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const
   const FlushPipeSmem sm(p.R, K, p.rows_per_block, static_cast<int>(sizeof(TState)));
   const int tid = threadIdx.x;
   const int nconsumer = static_cast<int>(blockDim.x) - 32;  // the last warp produces
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + sm.bars);
-  uint64_t* const empty = full + 2;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + sm.bars);  // [rings]
+  uint64_t* const ring_empty = full + kFlushPipeRings;                  // [rings]
+  uint64_t* const tile_empty = ring_empty + kFlushPipeRings;            // [tiles]
   int* const list = reinterpret_cast<int*>(smem + sm.list);
-  int* const list_slots = reinterpret_cast<int*>(smem + sm.slots);
   if (tid == 0) {
-    mbar_init(&full[0], 32), mbar_init(&full[1], 32);
-    mbar_init(&empty[0], nconsumer), mbar_init(&empty[1], nconsumer);
+    for (int i = 0; i < kFlushPipeRings; ++i)
+      mbar_init(&full[i], 32), mbar_init(&ring_empty[i], nconsumer);
+    for (int i = 0; i < kFlushPipeTiles; ++i) mbar_init(&tile_empty[i], nconsumer);
   }  // (list_flush_rows synchronises the block before anyone waits on them)
   const int per_row = p.HV * p.nsplit;
-  int n = 0;  // items of this block so far: buffer n & 1, its phase n >> 1
+  int n = 0;  // items of this block so far: tile n % 2, ring buffer n % 3 (and its full barrier)
+  auto tile_of = [&](int m) { return smem + sm.tile0 + (m % kFlushPipeTiles) * sm.tile; };
+  auto ring_of = [&](int m) { return smem + sm.ring0 + (m % kFlushPipeRings) * sm.rbuf; };
   for (int b0 = 0; b0 < p.batch; b0 += kFlushScan) {
     const int nf = list_flush_rows(p.slot_ids, p.is_flush, p.slots, b0,
-                                   min(b0 + kFlushScan, p.batch), list, list_slots,
+                                   min(b0 + kFlushScan, p.batch), list, nullptr,
                                    reinterpret_cast<int*>(smem + sm.warps));
     const int nitems = nf * per_row;
     if (tid >= nconsumer) {  // the producer: item it's loads were issued during item it - grid
       PipeFetch cur, next;
       auto fetch = [&](PipeFetch& f, int it) {
         const int fr = it / per_row;
-        f.fetch(p, list[fr], list_slots[fr], it - fr * per_row);
+        f.fetch(p, list[fr], it - fr * per_row);
       };
       if (static_cast<int>(blockIdx.x) < nitems) fetch(cur, blockIdx.x);
       for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
         if (it + static_cast<int>(gridDim.x) < nitems) fetch(next, it + gridDim.x);
-        const int buf = n & 1;
-        produce_item<TIn, TState, K>(p, sm, smem + buf * sm.buf, &full[buf], &empty[buf],
-                                     ((n >> 1) - 1) & 1, n >= 2, cur);
+        produce_item<TIn, TState, K>(p, sm, tile_of(n), ring_of(n), &full[n % kFlushPipeRings],
+                                     &tile_empty[n % kFlushPipeTiles],
+                                     &ring_empty[n % kFlushPipeRings], n, cur);
         cur = next;
       }
     } else {
       for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
-        const int buf = n & 1;
-        mbar_wait(&full[buf], (n >> 1) & 1);
-        consume_item<TIn, TState, K, RPT>(p, sm, smem + buf * sm.buf);
-        mbar_arrive(&empty[buf]);
+        mbar_wait(&full[n % kFlushPipeRings], (n / kFlushPipeRings) & 1);
+        consume_item<TIn, TState, K, RPT>(p, sm, tile_of(n), ring_of(n),
+                                          &tile_empty[n % kFlushPipeTiles]);
+        mbar_arrive(&ring_empty[n % kFlushPipeRings]);
       }
     }
     __syncthreads();  // the list is rewritten for the next rows

@@ -645,12 +645,15 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
                 c.kda ? static_cast<int>(d.head_k_dim) : 1, only != 0).total *
       sizeof(float));
   if (f.flush_pipe) {  // a producer warp beside the consumers
-    fs.threads += 32;
-    fs.smem = static_cast<size_t>(FlushPipeSmem(static_cast<int>(R),
-                                                static_cast<int>(d.head_k_dim), f.rows_per_block,
-                                                static_cast<int>(dtype_size(c.state_dtype)))
-                                      .total) *
-              sizeof(float);
+    const size_t smem = static_cast<size_t>(FlushPipeSmem(static_cast<int>(R),
+                                                          static_cast<int>(d.head_k_dim),
+                                                          f.rows_per_block,
+                                                          static_cast<int>(dtype_size(c.state_dtype)))
+                                                .total) *
+                        sizeof(float);
+    // Two blocks per SM or flush.cuh (at one the pipeline holds half the items in flight).
+    f.flush_pipe = blocks_per_sm_by_smem(static_cast<int64_t>(smem)) >= 2;
+    if (f.flush_pipe) fs.threads += 32, fs.smem = smem;
   }
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
   fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(

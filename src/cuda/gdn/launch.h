@@ -114,20 +114,24 @@ struct FlushSmem {
 };
 
 /// The pipelined flush kernel (flush_pipe.cuh): ring rows it takes at most (one record per lane
-/// of its producer warp), and its shared memory in floats: two buffers, each the checkpoint tile
-/// [rows][K] (state dtype), ring k^ [R][K] and u [R][rows] by logical record, c_j [R], ā' and the
-/// token's alpha and beta [4], the token's k^, q^, alpha·k^ [K] each, its v [rows] and the item
-/// [8 ints]; then the flush-row list and its slots [kFlushScan] each, per-warp counts [32] and
-/// the four mbarriers. `rows` is rows_per_block.
+/// of its producer warp), and its shared memory in floats: two checkpoint tiles [rows][K] (state
+/// dtype) from `tile0`, `tile` floats apart; three ring buffers from `ring0`, `rbuf` floats apart,
+/// each (offsets from its start) ring k^ [R][K] and u [R][rows] by logical record, c_j [R], ā' and
+/// the token's alpha and beta [4], the token's k^, q^, alpha·k^ [K] each, its v [rows] and the
+/// item [8 ints]; then the flush-row list [kFlushScan], per-warp counts [32] and the eight
+/// mbarriers. `rows` is rows_per_block.
 constexpr int kFlushPipeMaxR = 32;
 constexpr int kFlushPipeMaxRows = 128;  ///< rows_per_block at most (the producer's v loads)
+constexpr int kFlushPipeTiles = 2, kFlushPipeRings = 3;
 struct FlushPipeSmem {
-  int rows = 0, tile = 0, k = 0, u = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, v = 0, item = 0;
-  int buf = 0, list = 0, slots = 0, warps = 0, bars = 0, total = 0;
+  int rows = 0, tile0 = 0, tile = 0, ring0 = 0, rbuf = 0;
+  int k = 0, u = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, v = 0, item = 0;
+  int list = 0, warps = 0, bars = 0, total = 0;
   __host__ __device__ FlushPipeSmem(int R, int K, int rows_per_block, int state_bytes) {
     auto up4 = [](int n) { return (n + 3) / 4 * 4; };
     rows = up4(rows_per_block);
-    k = tile + up4(rows * K * state_bytes / 4);
+    tile = up4(rows * K * state_bytes / 4);
+    ring0 = tile0 + kFlushPipeTiles * tile;
     u = k + R * K;
     c = u + R * rows;
     head = c + up4(R);
@@ -136,12 +140,11 @@ struct FlushPipeSmem {
     ta = tq + K;
     v = ta + K;
     item = v + rows;
-    buf = item + 8;
-    list = 2 * buf;
-    slots = list + kFlushScan;
-    warps = slots + kFlushScan;
+    rbuf = item + 8;
+    list = ring0 + kFlushPipeRings * rbuf;
+    warps = list + kFlushScan;
     bars = warps + 32;
-    total = bars + 8;
+    total = bars + 2 * (kFlushPipeTiles + 2 * kFlushPipeRings);
   }
 };
 
