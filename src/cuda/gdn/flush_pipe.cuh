@@ -5,10 +5,11 @@
 // Why: in flush.cuh every item runs cursor -> ring rows -> weights and token (warp 0) -> barrier
 // -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
 // the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
-// Here a producer warp runs items ahead of the consumer warps, which only fold. Checkpoint rows
+// Here two producer warps (items alternating between them: one warp's serial chain per item was
+// slower than the consumers' fold) run items ahead of the consumer warps, which only fold. Checkpoint rows
 // go through two tiles, everything else through three ring buffers, so that an item's copies are
 // issued two items before it is folded:
-//   - producer (the block's last warp): the loads of item n + 1's cursor and ring gates are
+//   - producer (one of the block's last two warps): the loads of item n + 1's cursor and ring gates are
 //     issued before it finishes item n; once the consumers hold item n - 2's rows in registers
 //     (tile_empty[n % 2]) it copies item n's checkpoint rows [nrows][K] into tile n % 2 (one bulk
 //     copy), once they are done with item n - 3 (ring_empty[n % 3]) the ring k^ and u rows of its
@@ -23,7 +24,7 @@
 //     rounded as flush.cuh rounds it in place), delta_rule_row() with the token, y and the new
 //     checkpoint stored, then ring_empty[n % 3] (every consumer thread arrives on both).
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh's list and walk); shared
-// memory FlushPipeSmem (launch.h); blockDim = consumer threads + 32.
+// memory FlushPipeSmem (launch.h); blockDim = consumer threads + 32 x kFlushPipeProducers.
 #pragma once
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/flush_rows.cuh"
@@ -207,11 +208,13 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
 }
 
 template <class TIn, class TState, int K, int RPT>
-__global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kFlushThreads + 32 * kFlushPipeProducers, 2)
+    flush_pipe_kernel(const StepParams p) {
   extern __shared__ __align__(16) float smem[];
   const FlushPipeSmem sm(p.R, K, p.rows_per_block, static_cast<int>(sizeof(TState)));
   const int tid = threadIdx.x;
-  const int nconsumer = static_cast<int>(blockDim.x) - 32;  // the last warp produces
+  // The last kFlushPipeProducers warps produce, item n by producer n % kFlushPipeProducers.
+  const int nconsumer = static_cast<int>(blockDim.x) - 32 * kFlushPipeProducers;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + sm.bars);  // [rings]
   uint64_t* const ring_empty = full + kFlushPipeRings;                  // [rings]
   uint64_t* const tile_empty = ring_empty + kFlushPipeRings;            // [tiles]
@@ -230,20 +233,24 @@ __global__ void __launch_bounds__(kFlushThreads + 32, 2) flush_pipe_kernel(const
                                    min(b0 + kFlushScan, p.batch), list, nullptr,
                                    reinterpret_cast<int*>(smem + sm.warps));
     const int nitems = nf * per_row;
-    if (tid >= nconsumer) {  // the producer: item it's loads were issued during item it - grid
+    if (tid >= nconsumer) {  // a producer: its next item's loads issued during its current one
+      const int pw = (tid - nconsumer) >> 5, step = kFlushPipeProducers * gridDim.x;
       PipeFetch cur, next;
       auto fetch = [&](PipeFetch& f, int it) {
         const int fr = it / per_row;
         f.fetch(p, list[fr], it - fr * per_row);
       };
-      if (static_cast<int>(blockIdx.x) < nitems) fetch(cur, blockIdx.x);
-      for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
-        if (it + static_cast<int>(gridDim.x) < nitems) fetch(next, it + gridDim.x);
-        produce_item<TIn, TState, K>(p, sm, tile_of(n), ring_of(n), &full[n % kFlushPipeRings],
-                                     &tile_empty[n % kFlushPipeTiles],
-                                     &ring_empty[n % kFlushPipeRings], n, cur);
+      const int first = blockIdx.x + pw * gridDim.x;
+      if (first < nitems) fetch(cur, first);
+      for (int it = first, m = n + pw; it < nitems; it += step, m += kFlushPipeProducers) {
+        if (it + step < nitems) fetch(next, it + step);
+        produce_item<TIn, TState, K>(p, sm, tile_of(m), ring_of(m), &full[m % kFlushPipeRings],
+                                     &tile_empty[m % kFlushPipeTiles],
+                                     &ring_empty[m % kFlushPipeRings], m, cur);
         cur = next;
       }
+      if (static_cast<int>(blockIdx.x) < nitems)  // this block's items of the pass
+        n += (nitems - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1;
     } else {
       for (int it = blockIdx.x; it < nitems; it += gridDim.x, ++n) {
         mbar_wait(&full[n % kFlushPipeRings], (n / kFlushPipeRings) & 1);

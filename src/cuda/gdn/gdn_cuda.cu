@@ -653,7 +653,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
                         sizeof(float);
     // Two blocks per SM or flush.cuh (at one the pipeline holds half the items in flight).
     f.flush_pipe = blocks_per_sm_by_smem(static_cast<int64_t>(smem)) >= 2;
-    if (f.flush_pipe) fs.threads += 32, fs.smem = smem;
+    if (f.flush_pipe) fs.threads += 32 * kFlushPipeProducers, fs.smem = smem;
   }
   // A persistent grid: at most the blocks resident at once (launch.cuh), never more than items.
   fs.grid = dim3(static_cast<unsigned>(std::min<int64_t>(

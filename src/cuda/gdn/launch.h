@@ -123,6 +123,7 @@ struct FlushSmem {
 constexpr int kFlushPipeMaxR = 32;
 constexpr int kFlushPipeMaxRows = 128;  ///< rows_per_block at most (the producer's v loads)
 constexpr int kFlushPipeTiles = 2, kFlushPipeRings = 3;
+constexpr int kFlushPipeProducers = 2;  ///< producer warps after the consumer warps
 struct FlushPipeSmem {
   int rows = 0, tile0 = 0, tile = 0, ring0 = 0, rbuf = 0;
   int k = 0, u = 0, c = 0, head = 0, tk = 0, tq = 0, ta = 0, v = 0, item = 0;
