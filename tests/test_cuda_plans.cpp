@@ -137,6 +137,13 @@ TEST(CudaPlans, GdnMeasuredChoices) {
   EXPECT_EQ(p8.heads_per_block, 1);
   EXPECT_EQ(p8.rows_per_thread, 4);
   EXPECT_EQ(p8.units_per_head, 4);
+  // The pipelined flush kernel from 6 items of an all-flush step per block of it (dbc30e3: faster
+  // from Qwen3.5-4B batch 32 / Qwen3.5-122B batch 16, slower mixed steps below).
+  EXPECT_EQ(cg::plan_replay(q4, 16, 16, DType::kF32).flush_pipeline, 0);
+  EXPECT_EQ(cg::plan_replay(q122, 8, 16, DType::kF32).flush_pipeline, 0);
+  for (int64_t b : {32, 64, 256, 512})
+    EXPECT_EQ(cg::plan_replay(q4, b, 16, DType::kF32).flush_pipeline, 1) << "batch " << b;
+  EXPECT_EQ(cg::plan_replay(q122, 16, 16, DType::kF32).flush_pipeline, 1);
 }
 
 }  // namespace

@@ -450,9 +450,15 @@ Plan plan_replay(const Dims& d, int64_t batch, int32_t L, DType state) {
   // overlapping the ordinary one").
   p.overlap = 1;
   p.flush_threads = kFlushThreads;
-  // Where it applies, the flush launch is the pipelined kernel (flush_pipe.cuh; bench/NOTES_gdn.md
-  // "Session 19").
-  p.flush_pipeline = 1;
+  // Where it applies, the flush launch is the pipelined kernel (flush_pipe.cuh; H200, dbc30e3:
+  // Qwen3.5-4B batch 256 flush 410 -> 332 µs, window 1.71 -> 1.76x; bench/NOTES_gdn.md "Session
+  // 19"), once an all-flush step has >= 6 items per block of it (two per SM): with fewer its
+  // producers have nothing to run ahead on, and its empty launch on ordinary steps costs ~1 µs
+  // more than flush.cuh's (mixed step at Qwen3.5-4B batch 8 / 16 12.2 -> 14.6 / 19.2 -> 20.1 µs,
+  // batch 32 / 64 30.1 -> 29.4 / 50.3 -> 49.5 µs; aafb793's table against dbc30e3's).
+  const int64_t flush_rows = kFlushThreads / 32 * warp_rows(d, state, kFlushRowsPerThread);
+  const int64_t flush_items = batch * d.num_v_heads * cdiv(d.head_v_dim, flush_rows);
+  p.flush_pipeline = flush_items >= 6 * 2 * device_sms() ? 1 : 0;
   const int64_t group = d.num_v_heads / d.num_k_heads;
   if (latency_bound(d, batch, state)) {
     p.rows_per_thread = 4, p.heads_per_block = 1, p.units_per_head = 1, p.stages = 1;
