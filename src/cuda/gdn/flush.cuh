@@ -38,6 +38,7 @@
 #include "cuda/common/flush_rows.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/ring_window.cuh"
+#include "cuda/gdn/flush_parts.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/step_math.cuh"
 
@@ -283,14 +284,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     Tok w;
     w.load(p, b, vh, lr);
     if (lane < LPR) {
-#pragma unroll
-      for (int c = 0; c < CPL; ++c)
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-          const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-          sTk[col] = w.khat[i], sTq[col] = w.qhat[i], sTa[col] = w.ak[i];
-          if constexpr (KDA) sTal[col] = w.alpha[i];
-        }
+      token_to_smem(w, sTk, sTq, sTa, sTal, lr);
       if (lane == 0) sHd[1] = w.alpha[0], sHd[2] = w.beta;
     }
   }
@@ -335,30 +329,14 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   for (int j = 0; j < hist; ++j) {
     float kq[COLS];
     lane_cols<Lay>(sK + j * K, lr, kq);
-#pragma unroll
-    for (int i0 = 0; i0 < RPT; i0 += 4) {
-      const int rq = r0 + i0 < nrows ? r0 + i0 : 0;  // four rows, all valid or none
-      const float4 u4 = *reinterpret_cast<const float4*>(sU + j * sm.rows + rq);
-      const float uf[4] = {u4.x, u4.y, u4.z, u4.w};
-#pragma unroll
-      for (int f = 0; f < 4; ++f)
-#pragma unroll
-        for (int e = 0; e < COLS; ++e) s[i0 + f][e] = __fmaf_rn(uf[f], kq[e], s[i0 + f][e]);
-    }
+    fold_record<false>(s, kq, sU + j * sm.rows, r0, nrows, 1.0f);
   }
 
   // The conventional update with the token (the conventional kernel's own code), y, and the new
   // checkpoint written once. The token's columns come back from shared memory only now: through
   // the fold the registers hold the state rows.
   Tok t;
-#pragma unroll
-  for (int c = 0; c < CPL; ++c)
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) {
-      const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-      t.khat[i] = sTk[col], t.qhat[i] = sTq[col], t.ak[i] = sTa[col];
-      if constexpr (KDA) t.alpha[i] = sTal[col];
-    }
+  token_from_smem(t, sTk, sTq, sTa, sTal, lr);
   if constexpr (!KDA) t.alpha[0] = sHd[1];
   t.beta = sHd[2];
   const TIn* const vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V;

@@ -30,6 +30,7 @@
 #include "cuda/common/flush_rows.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/ring_window.cuh"
+#include "cuda/gdn/flush_parts.cuh"
 #include "cuda/gdn/launch.h"
 #include "cuda/gdn/step_math.cuh"
 
@@ -71,7 +72,7 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
                                              const PipeFetch& f) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
-  constexpr int CPL = Lay::kChunksPerLane, VEC = Lay::kVec, LPR = Lay::kLanesPerRow;
+  constexpr int LPR = Lay::kLanesPerRow;
   const int lane = threadIdx.x & 31, lr = lane % LPR;
   const int R = p.R, nrows = f.nrows;
   const RingWindow win = RingWindow::of(f.origin, f.hist, R, 1);  // h <= R - 1
@@ -117,15 +118,8 @@ __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPip
   if (lane < hist) B[sm.c + lane] = expf(acc);
   Tok w;
   w.prepare(p, raw);
-  if (lane < LPR) {  // the token in the consumers' lane layout
-#pragma unroll
-    for (int c = 0; c < CPL; ++c)
-#pragma unroll
-      for (int v = 0; v < VEC; ++v) {
-        const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-        B[sm.tk + col] = w.khat[i], B[sm.tq + col] = w.qhat[i], B[sm.ta + col] = w.ak[i];
-      }
-  }
+  if (lane < LPR)  // the token in the consumers' lane layout
+    token_to_smem(w, B + sm.tk, B + sm.tq, B + sm.ta, nullptr, lr);
   if (lane == 0) {
     B[sm.head] = expf(hist > 0 ? __fadd_rn(acc, gj) : 0.0f);  // ā'
     B[sm.head + 1] = w.alpha[0], B[sm.head + 2] = w.beta;
@@ -145,7 +139,7 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
                                              uint64_t* tile_empty) {
   using Lay = Layout<sizeof(TState), K>;
   using Tok = Token<TIn, sizeof(TState), K, false>;
-  constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
+  constexpr int COLS = Lay::kCols;
   constexpr int LPR = Lay::kLanesPerRow;
   static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
   const int tid = threadIdx.x, lane = tid & 31;
@@ -167,28 +161,11 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
   for (int j = 0; j < it.hist; ++j) {
     float kq[COLS];
     lane_cols<Lay>(B + sm.k + j * K, lr, kq);
-    const float cj = B[sm.c + j];
-#pragma unroll
-    for (int i0 = 0; i0 < RPT; i0 += 4) {
-      const int rq = r0 + i0 < it.nrows ? r0 + i0 : 0;  // four rows, all valid or none
-      const float4 u4 = *reinterpret_cast<const float4*>(B + sm.u + j * sm.rows + rq);
-      const float uf[4] = {__fmul_rn(cj, u4.x), __fmul_rn(cj, u4.y), __fmul_rn(cj, u4.z),
-                           __fmul_rn(cj, u4.w)};
-#pragma unroll
-      for (int f = 0; f < 4; ++f)
-#pragma unroll
-        for (int e = 0; e < COLS; ++e) s[i0 + f][e] = __fmaf_rn(uf[f], kq[e], s[i0 + f][e]);
-    }
+    fold_record<true>(s, kq, B + sm.u + j * sm.rows, r0, it.nrows, B[sm.c + j]);
   }
 
   Tok t;
-#pragma unroll
-  for (int c = 0; c < CPL; ++c)
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) {
-      const int i = c * VEC + v, col = Lay::col(c, lr) + v;
-      t.khat[i] = B[sm.tk + col], t.qhat[i] = B[sm.tq + col], t.ak[i] = B[sm.ta + col];
-    }
+  token_from_smem(t, B + sm.tk, B + sm.tq, B + sm.ta, nullptr, lr);
   t.alpha[0] = B[sm.head + 1];
   t.beta = B[sm.head + 2];
   const int64_t sv = static_cast<int64_t>(it.slot) * p.HV + it.vh;
