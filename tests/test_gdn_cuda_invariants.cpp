@@ -259,6 +259,52 @@ TEST(GdnCudaInvariants, FlushKernelIsBitIdenticalToTheInLaunchFold) {
   }
 }
 
+// The pipelined flush kernel (flush_pipe.cuh) at its steady state: many items per block (ring
+// buffers and tiles reused, every barrier phase), hist up to 23 (L = 24: the largest ring whose
+// 16-bit checkpoint tiles still fit two blocks per SM, else the host runs flush.cuh), an fp16
+// checkpoint, an uneven last split of V (items of 56 and 44 rows), and a batch over one pass of
+// the flush-row list (kFlushScan rows); against flush.cuh, bit for bit.
+TEST(GdnCudaInvariants, PipelinedFlushIsBitIdenticalWithManyItemsPerBlock) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = test_seed(13006);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Combo {
+    Shape shape;
+    DType in, state;
+    int L, rows, pads;
+  };
+  const Shape v100{"v100", 4, 8, 128, 100};  // flush items of 56 rows: the last one 44
+  for (const Combo& cb : {Combo{kQwen4B, kBF16, kF32, 16, 160, 4},
+                          Combo{kQwen4B, kF32, kF16, 24, 96, 0},
+                          Combo{v100, kBF16, kF32, 8, 300, 3},
+                          Combo{kGpuSmall, kBF16, kF32, 16, 1100, 40}}) {
+    GpuCfg s = make_setup(cb.shape, Gate::kScalar, cb.in, cb.state, cb.L, cb.rows + 2);
+    SCOPED_TRACE(s.describe() + ", " + std::to_string(cb.rows) + " rows");
+    Rng rng(seed);
+    const DevLayer layer(s, rng);
+    DevPool pool(s, cb.L, rng), start(s, cb.L, rng);
+    randomize(pool, rng, 0.5);
+    start.copy_from(pool);
+    std::vector<int32_t> slots;
+    for (int i = 0; i < cb.rows; ++i) slots.push_back(i + 1);
+    const Batch batch(s, rng, slots, cb.pads);
+    DevStep st(s, batch.size());
+    st.put(batch.ptrs, batch.ids);
+    cuda_test::expect_two_plans_bit_identical(pool, start, st, [&](int pipeline) {
+      cg::Plan plan;
+      plan.route = cg::Route::kOutputOnly, plan.kernel = 2, plan.rows_per_thread = 8;
+      plan.flush_kernel = 1, plan.early_exit = 1, plan.overlap = 1;
+      plan.flush_threads = 256;
+      plan.flush_pipeline = pipeline;
+      gdn::Cache cache = pool.cache();
+      cg::replay_step(layer.layer, cache, pool.cursors(), st.tokens(), st.rows(s.pad),
+                      st.y.view(), plan);
+    });
+    EXPECT_TRUE(layer.guards_intact()) << "layer guard bytes overwritten";
+    if (HasFailure()) return;
+  }
+}
+
 // ---- CUDA graphs: the flush/ordinary decision is data ----------------------------------------
 
 TEST(GdnCudaInvariants, OneCapturedGraphServesEveryMixOfRows) {

@@ -1,6 +1,7 @@
-// The GDN / KDA ReplaySSM flush in a launch of its own (the dispatcher's choice on the output-only
-// route of the group kernel, and always in the split state modes): the ordinary launch (the group
-// kernel with only = 1) leaves flush rows, this kernel serves only them. A flush row folds its h ring
+// The GDN / KDA ReplaySSM flush in a launch of its own (on the output-only route of the group
+// kernel, and always in the split state modes; for GDN at larger batches the dispatcher runs its
+// pipelined twin, flush_pipe.cuh): the ordinary launch (the group kernel with only = 1) leaves
+// flush rows, this kernel serves only them. A flush row folds its h ring
 // records and then the token into the checkpoint and writes it once:
 //   S_h = ā'·S0 + Σ_{j<h} (c_j·u_j) k^_jᵀ, c_j = e^{g_{j+1} + .. + g_{h-1}}, ā' = e^{g_0 + .. +
 //   g_{h-1}} (sums from the token backwards), then the conventional update with the token

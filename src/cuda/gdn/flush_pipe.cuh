@@ -1,24 +1,27 @@
 // The GDN flush launch as a pipeline (the dispatcher's choice where it applies: scalar gate,
-// default state mode, ring of at most kFlushPipeMaxR rows; flush.cuh elsewhere). Same items, the
-// same arithmetic in the same order as flush.cuh, so checkpoints and outputs are bit-identical to
-// it (and to the group kernel's in-launch fold: the GPU test covers both).
+// default state mode, ring of at most kFlushPipeMaxR rows, shared memory for two blocks per SM,
+// and an all-flush step of >= 6 items per block; flush.cuh elsewhere). Same items, the same
+// arithmetic in the same order as flush.cuh (flush_parts.cuh holds the shared pieces), so
+// checkpoints and outputs are bit-identical to it and to the group kernel's in-launch fold (GPU
+// tests).
 // Why: in flush.cuh every item runs cursor -> ring rows -> weights and token (warp 0) -> barrier
 // -> fold -> store with nothing of the next item in flight; ncu at Qwen3.5-4B batch 256 put 28% of
 // the warps' stall samples on that barrier and DRAM at 48-60% (bench/NOTES_gdn.md "Session 19").
-// Here two producer warps (items alternating between them: one warp's serial chain per item was
-// slower than the consumers' fold) run items ahead of the consumer warps, which only fold. Checkpoint rows
-// go through two tiles, everything else through three ring buffers, so that an item's copies are
-// issued two items before it is folded:
-//   - producer (one of the block's last two warps): the loads of item n + 1's cursor and ring gates are
-//     issued before it finishes item n; once the consumers hold item n - 2's rows in registers
-//     (tile_empty[n % 2]) it copies item n's checkpoint rows [nrows][K] into tile n % 2 (one bulk
-//     copy), once they are done with item n - 3 (ring_empty[n % 3]) the ring k^ and u rows of its
-//     h records into ring buffer n % 3 (one bulk copy each, lane j: record j), all completing on
-//     full[n % 3]; then the token (k^, q^, alpha·k^, alpha, beta: Token::prepare), v and the
-//     record weights c_j = e^{g_{j+1} + .. + g_{h-1}} and ā' into the ring buffer, each lane
-//     summing its own suffix of gates from the token backwards (the serial loop's order: same
-//     bits), and every lane arrives on full[n % 3] (the copies go first: forming the token before
-//     them made the kernel 17% slower, bench/NOTES_gdn.md "Session 19");
+// Here the consumer warps (flush_threads / 32 of them: 2, 4 or 8) only fold, and two producer
+// warps run items ahead of them, item n of the block by producer n % 2 (with one producer, its
+// serial chain per item was slower than the consumers' fold). Checkpoint rows go through two
+// tiles, everything else through three ring buffers, so that an item's copies are issued when
+// the consumers start item n - 2:
+//   - producer: its next item's cursor and ring gates (block item n + 2) are loaded while it
+//     finishes item n; once the consumers hold item n - 2's rows in registers (tile_empty[n % 2])
+//     it copies item n's checkpoint rows [nrows][K] into tile n % 2 (one bulk copy) and, after
+//     ring_empty[n % 3] (item n - 3 done: implied by the tile wait, kept as the buffer's own
+//     guard), the ring k^ and u rows of its h records into ring buffer n % 3 (one bulk copy
+//     each, lane j: record j), all completing on full[n % 3]; then the token (k^, q^, alpha·k^,
+//     alpha, beta: Token::prepare), v and the record weights c_j = e^{g_{j+1} + .. + g_{h-1}} and
+//     ā' into the ring buffer, each lane summing its own suffix of gates from the token backwards
+//     (the serial loop's order: same bits), and every lane arrives on full[n % 3] (the copies go
+//     first: forming the token before them made the kernel 17% slower, NOTES "Session 19");
 //   - consumers (RPT consecutive rows per thread, flush.cuh's layout): wait on full[n % 3], rows
 //     from the tile into registers (then tile_empty[n % 2]), ā'·S0 + Σ_j (c_j·u_j) k^_jᵀ (c_j·u_j
 //     rounded as flush.cuh rounds it in place), delta_rule_row() with the token, y and the new
@@ -41,9 +44,9 @@ struct PipeItem {
   int b, slot, vh, v0, nrows, hist;
 };
 
-/// Producer warp, step 1 of an item: its cursor and the ring gates of every physical row, issued
-/// an item ahead so that they land while the previous item is finished (the copies of step 2
-/// need the cursor). Waits for nothing.
+/// Producer warp, step 1 of an item: its cursor and the ring gates of every physical row, loaded
+/// while the producer finishes its previous item so that they have landed when step 2 copies
+/// (the copies need the cursor). Waits for nothing.
 struct PipeFetch {
   float gphys;  // ring g of physical row `lane`
   int origin, hist, b, slot, vh, v0, nrows;

@@ -639,9 +639,10 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   LaunchShape fs = ls;
   fs.flush = true;
   // The pipelined flush kernel (flush_pipe.cuh): scalar gate, default state mode (split modes
-  // recompute u: flush.cuh's EXACT), a ring whose records fit the producer warp's lanes.
+  // recompute u: flush.cuh's EXACT), a ring whose records fit a producer warp's lanes, V rows in
+  // 16-byte runs (its bulk copies of ring u rows).
   f.flush_pipe = plan.flush_pipeline == 1 && !c.kda && only == 0 && R <= kFlushPipeMaxR &&
-                 f.rows_per_block <= kFlushPipeMaxRows;
+                 f.rows_per_block <= kFlushPipeMaxRows && d.head_v_dim % 4 == 0;
   // Only when the ordinary launch's flush-row blocks leave before reading anything: the two
   // launches then touch disjoint rows and slots.
   fs.overlap = plan.early_exit == 1 && plan.overlap == 1;
@@ -650,7 +651,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
       FlushSmem(static_cast<int>(R), static_cast<int>(d.head_k_dim), f.rows_per_block,
                 c.kda ? static_cast<int>(d.head_k_dim) : 1, only != 0).total *
       sizeof(float));
-  if (f.flush_pipe) {  // a producer warp beside the consumers
+  if (f.flush_pipe) {  // producer warps beside the consumers
     const size_t smem = static_cast<size_t>(FlushPipeSmem(static_cast<int>(R),
                                                           static_cast<int>(d.head_k_dim),
                                                           f.rows_per_block,

@@ -71,9 +71,11 @@ struct Plan {
                             ///< 128 or 256 (an item is that many / 32 warps' rows of one value
                             ///< head); 0 or -1 = the dispatcher's
   int flush_pipeline = -1;  ///< with flush_kernel 1: 1 = the pipelined flush kernel
-                            ///< (flush_pipe.cuh: a producer warp stages item n + 1 while the
-                            ///< block folds item n) where it applies (scalar gate, default state
-                            ///< mode, L <= 32), flush.cuh elsewhere; 0 = flush.cuh; -1 = auto
+                            ///< (flush_pipe.cuh: producer warps copy items two ahead while the
+                            ///< others fold) where it applies (scalar gate, default state mode,
+                            ///< L <= 32 and its shared memory fitting two blocks per SM: fp32
+                            ///< K = 128 to L 17, 16-bit to L 31), flush.cuh elsewhere;
+                            ///< 0 = flush.cuh; -1 = auto
 };
 
 /// The dispatcher's choice for a conventional step (every field resolved). Tuning runs may

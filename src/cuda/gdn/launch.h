@@ -19,7 +19,7 @@ struct LaunchShape {
   int K = 0;        ///< head_k_dim (compile-time in the kernels)
   bool kda = false;
   int rpt = 8;      ///< group kernel: rows per thread per unit (compile-time, 4 or 8)
-  bool flush = false;  ///< the flush kernel (flush.cuh), not the ordinary-step kernels
+  bool flush = false;  ///< a flush kernel (flush.cuh, flush_pipe.cuh), not the ordinary-step ones
   bool overlap = false;  ///< launched programmatically after the ordinary launch (pdl.cuh)
 };
 
@@ -119,7 +119,7 @@ struct FlushSmem {
 /// each (offsets from its start) ring k^ [R][K] and u [R][rows] by logical record, c_j [R], ā' and
 /// the token's alpha and beta [4], the token's k^, q^, alpha·k^ [K] each, its v [rows] and the
 /// item [8 ints]; then the flush-row list [kFlushScan], per-warp counts [32] and the eight
-/// mbarriers. `rows` is rows_per_block.
+/// mbarriers. `rows` is rows_per_block rounded up to a multiple of 4.
 constexpr int kFlushPipeMaxR = 32;
 constexpr int kFlushPipeMaxRows = 128;  ///< rows_per_block at most (the producer's v loads)
 constexpr int kFlushPipeTiles = 2, kFlushPipeRings = 3;
