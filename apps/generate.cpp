@@ -367,8 +367,11 @@ void add_generate(CLI::App& app, Action& action) {
           [](std::string& s) -> std::string {  // here, so that the error names --drafter
             if (s == "ngram") return std::string();
             if (s.rfind("model:", 0) != 0) return "'" + s + "': expected ngram or model:DIR";
-            if (!std::filesystem::is_directory(s.substr(6)))
-              return "'" + s.substr(6) + "': no such directory (model:DIR)";
+            const std::filesystem::path dir = s.substr(6);
+            if (!std::filesystem::is_directory(dir))
+              return "'" + dir.string() + "': no such directory (model:DIR)";
+            if (!std::filesystem::is_regular_file(dir / "config.json"))
+              return "'" + dir.string() + "': no config.json, not a checkpoint (model:DIR)";
             return std::string();
           },
           "ngram|model:DIR"))
