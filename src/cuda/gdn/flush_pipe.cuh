@@ -62,11 +62,10 @@ struct PipeFetch {
   }
 };
 
-/// Producer warp, step 2: once the consumers have the checkpoint rows of the item two back in
-/// registers (tile_empty, at `tparity`, when n >= 2), this item's rows into tile T by one bulk
-/// copy; once they are done with the item three back (ring_empty, at `rparity`, when n >= 3), its
-/// ring k^ and u rows into ring buffer B by one bulk copy each (lane j: record j); all complete on
-/// `full`. Then the token's loads, the weights and the token into B, and every lane arrives on
+/// Producer warp, step 2, for block item n: once the consumers have the checkpoint rows of item
+/// n - 2 in registers (tile_empty, when n >= 2), this item's rows into tile T by one bulk copy;
+/// once they are done with item n - 3 (ring_empty, when n >= 3), its ring k^ and u rows into ring
+/// buffer B by one bulk copy each (lane j: record j); all complete on `full`. Then the token's loads, the weights and the token into B, and every lane arrives on
 /// full. Every lane of the warp calls it.
 template <class TIn, class TState, int K>
 __device__ __forceinline__ void produce_item(const StepParams& p, const FlushPipeSmem& sm,
@@ -144,7 +143,6 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
   using Tok = Token<TIn, sizeof(TState), K, false>;
   constexpr int COLS = Lay::kCols;
   constexpr int LPR = Lay::kLanesPerRow;
-  static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
   const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;

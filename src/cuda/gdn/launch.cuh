@@ -55,23 +55,19 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
     constexpr int K = decltype(k)::value;
     constexpr bool KDA = decltype(kda)::value;
     if (ls.flush) {
-      // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
-      auto flush = [&](auto exact) {
-        auto kernel = flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, decltype(exact)::value>;
+      // A persistent grid: at most the blocks resident at once.
+      auto persistent = [&](auto kernel) {
         LaunchShape fs = ls;
         fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
         enqueue(kernel, p, fs, stream, op);
       };
+      // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
       if constexpr (std::is_same_v<TState, float>)
-        if (p.ring_v) return flush(std::true_type{});
+        if (p.ring_v)
+          return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, true>);
       if constexpr (!KDA)
-        if (p.flush_pipe) {
-          auto kernel = flush_pipe_kernel<TIn, TState, K, kFlushRowsPerThread>;
-          LaunchShape fs = ls;
-          fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
-          return enqueue(kernel, p, fs, stream, op);
-        }
-      return flush(std::false_type{});
+        if (p.flush_pipe) return persistent(flush_pipe_kernel<TIn, TState, K, kFlushRowsPerThread>);
+      return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, false>);
     }
     if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
     // A launch in which no row folds runs the instantiation without the fold (group_folds).
