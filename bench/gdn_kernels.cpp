@@ -33,8 +33,10 @@ struct GdnFamily {
                         dtype_size(st))) {
     // Split modes: ordinary steps read the copy and append v and beta (fp32) to the record.
     if (rd != StateFormat::kFp32) {
-      bytes.copy_bytes = s.HV * s.V * s.K * dtype_size(read_dtype16(rd));
+      bytes.copy_bytes = state_format_bytes(rd, s.HV, s.V, s.K);
       bytes.record_bytes += s.HV * s.V * 4 + s.HV * 4;
+      if (rd == StateFormat::kFp8 || rd == StateFormat::kNvfp4)
+        routes.pop_back();  // a quantised copy's ordinary rows run output-only
     }
   }
 
@@ -45,7 +47,14 @@ struct GdnFamily {
   cg::Plan plan_conventional(int64_t batch) const {
     return cg::plan_conventional(dims, batch, state);
   }
-  cg::Plan plan_replay(int64_t batch, int L) const { return cg::plan_replay(dims, batch, L, state); }
+  /// The ordinary launch's plan (split modes: over the read copy; kU8 stands for a quantised one).
+  cg::Plan plan_replay(int64_t batch, int L) const {
+    const DType t = read == StateFormat::kFp32   ? state
+                    : read == StateFormat::kBf16 ? DType::kBF16
+                    : read == StateFormat::kFp16 ? DType::kF16
+                                                 : DType::kU8;
+    return cg::plan_replay(dims, batch, L, t);
+  }
   static cg::Plan with_route(Route r) {
     cg::Plan p;
     p.route = r;

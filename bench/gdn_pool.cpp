@@ -18,7 +18,6 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
       calls_(calls),
       nslots_(batch * calls),
       state_t_(state),
-      read_t_(read_format == StateFormat::kFp32 ? DType::kF32 : read_dtype16(read_format)),
       read_f_(read_format),
       seed_(seed),
       stream_(stream),
@@ -45,10 +44,7 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
   const int64_t nstate = nslots_ * HV * V * K;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
-  if (read_t_ != kF32) {  // the split mode's read copy (its values do not change the timing)
-    read_ = DeviceMemory(nbytes(nstate, read_t_));
-    fill_uniform(read_.get(), read_t_, nstate, -1.0f, 1.0f, seed_ + 6, stream);
-  }
+  read_ = ReadCopy(read_format, nslots_, HV, V, K, seed_ + 6, stream);  // split modes
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nqk = nslots_ * H * K, nv = nslots_ * HV * V, na = nslots_ * HV * G,
@@ -86,7 +82,7 @@ void GdnPool::set_ring(int L) {
   fill_uniform(ring_k_.get(), kF32, nk, -0.1f, 0.1f, seed_ + 11 + L, stream_);
   // Log-decays g = -exp(A_log) softplus(a + dt_bias) <= 0: within the parameters' range.
   fill_uniform(ring_g_.get(), kF32, ng, -2.0f, -0.01f, seed_ + 12 + L, stream_);
-  if (read_t_ != kF32) {  // split modes: v and beta of each record (the flush recomputes u from them)
+  if (split()) {  // split modes: v and beta of each record (the flush recomputes u from them)
     const int64_t nb = nslots_ * d.num_v_heads * L;
     ring_v_ = DeviceMemory(nbytes(nu, kF32));
     ring_beta_ = DeviceMemory(nbytes(nb, kF32));
@@ -126,16 +122,14 @@ gdn::Cache GdnPool::cache() const {
     c.ring_k = device_view(ring_k_, 0, kF32, {nslots_, d.num_k_heads, L_, d.head_k_dim});
     c.ring_g = gw() == 1 ? device_view(ring_g_, 0, kF32, {nslots_, d.num_v_heads, L_})
                          : device_view(ring_g_, 0, kF32, {nslots_, d.num_v_heads, L_, gw()});
-    if (read_t_ != kF32) {
+    if (split()) {
       c.ring_v = device_view(ring_v_, 0, kF32, {nslots_, d.num_v_heads, L_, d.head_v_dim});
       c.ring_beta = device_view(ring_beta_, 0, kF32, {nslots_, d.num_v_heads, L_});
     }
   }
-  if (read_t_ != kF32) {
-    c.mode = StateMode{StateFormat::kFp32,
-                       read_t_ == kBF16 ? StateFormat::kBf16 : StateFormat::kFp16, false};
-    c.read.values =
-        device_view(read_, 0, read_t_, {nslots_, d.num_v_heads, d.head_v_dim, d.head_k_dim});
+  if (split()) {
+    c.mode = StateMode{StateFormat::kFp32, read_f_, false};
+    c.read = read_.buffer();
   }
   return c;
 }

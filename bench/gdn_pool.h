@@ -12,6 +12,7 @@
 
 #include "cuda/gdn/gdn_cuda.h"
 #include "cuda_util.h"
+#include "read_copy.h"
 #include "replayssm/gdn.h"
 #include "slot_pool.h"
 
@@ -19,8 +20,8 @@ namespace replayssm::bench {
 
 class GdnPool {
  public:
-  /// read: the split mode's 16-bit read copy (kBF16 / kF16: fp32/bf16, fp32/fp16) with ring v
-  /// and beta, or kF32 for none.
+  /// read: the split mode's read copy (kBF16 / kF16 / kFp8 / kNvfp4: fp32/bf16, fp32/fp16,
+  /// fp32/fp8, fp32/nvfp4) with ring v and beta, or kFp32 for none.
   GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
           cudaStream_t stream, StateFormat read = StateFormat::kFp32);
 
@@ -47,6 +48,7 @@ class GdnPool {
   StateFormat read_format() const { return read_f_; }
 
  private:
+  bool split() const { return read_f_ != StateFormat::kFp32; }
   int64_t gw() const { return layer_.dims.gate == gdn::Gate::kChannel ? layer_.dims.head_k_dim : 1; }
   gdn::Tokens tokens(int r) const;
   TensorView y(int r) const;
@@ -56,15 +58,16 @@ class GdnPool {
   int64_t batch_;
   int calls_;
   int64_t nslots_;
-  DType state_t_, read_t_;  // read_t_: the 16-bit read copy's dtype (kF32: none)
-  StateFormat read_f_;
+  DType state_t_;
+  StateFormat read_f_;  // the split mode's read copy (kFp32: none)
   int L_ = 0;
   uint64_t seed_;
   cudaStream_t stream_;
   std::mt19937_64 rng_;
   std::unique_ptr<SlotPool> slots_;
   DeviceMemory A_log_, dt_bias_;
-  DeviceMemory state_, read_;
+  DeviceMemory state_;
+  ReadCopy read_;
   DeviceMemory q_, k_, v_, a_, b_, y_;
   DeviceMemory ring_u_, ring_k_, ring_g_, ring_v_, ring_beta_;
 };

@@ -35,14 +35,6 @@ std::string state_name(DType t, StateFormat read) {
   }
 }
 
-DType read_dtype16(StateFormat read) {
-  if (read == StateFormat::kBf16) return DType::kBF16;
-  if (read == StateFormat::kFp16) return DType::kF16;
-  throw BenchError(std::string("read copy ") + state_format_name(read) +
-                   ": the GDN/KDA benchmarks run 16-bit read copies only (fp32/bf16, fp32/fp16); "
-                   "fp32/fp8 and fp32/nvfp4 are Mamba-2's (--family mamba2)");
-}
-
 std::vector<std::pair<int, bool>> ring_lengths(const KernelConfig& cfg, int64_t batch) {
   std::vector<std::pair<int, bool>> out;
   const bool main = contains(cfg.batches, batch);

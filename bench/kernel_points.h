@@ -48,9 +48,6 @@ int calls_per_graph(double smallest_call_bytes);
 /// "fp32/fp32", "fp32/bf16" (a split read copy) etc.; throws BenchError for a dtype not
 /// benchmarked.
 std::string state_name(DType t, StateFormat read = StateFormat::kFp32);
-/// The dtype of a 16-bit read copy's values (the GDN/KDA benchmarks); BenchError for any other
-/// format.
-DType read_dtype16(StateFormat read);
 /// Main and sweep batches, sorted, each once.
 std::vector<int64_t> all_batches(const KernelConfig& cfg);
 /// The L values a batch is measured at, each with whether every route runs (main points) or only

@@ -167,7 +167,6 @@ void check_kernels_usage(const KernelsArgs& a) {
     const StateFormat read = read_format(a.state);
     try {
       state_name(state_dtype(a.state), read);
-      if (f != "mamba2" && read != StateFormat::kFp32) read_dtype16(read);
     } catch (const BenchError& e) {
       throw UsageError(std::string("--state ") + a.state + ": " + e.what());
     }

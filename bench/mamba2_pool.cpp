@@ -58,28 +58,7 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   const int64_t nstate = nslots_ * H * P * N;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
-  // The split mode's read copy (its values do not change the timing; finite scales so that the
-  // outputs stay finite until the first flush re-encodes a slot).
-  if (read == StateFormat::kBf16 || read == StateFormat::kFp16) {
-    const DType t = read == StateFormat::kBf16 ? kBF16 : DType::kF16;
-    copy_ = DeviceMemory(nbytes(nstate, t));
-    fill_uniform(copy_.get(), t, nstate, -1.0f, 1.0f, seed_ + 6, stream);
-  } else if (read == StateFormat::kFp8) {
-    copy_ = DeviceMemory(nstate);
-    BENCH_CUDA(cudaMemsetAsync(copy_.get(), 0x30, nstate, stream));  // E4M3 0.5
-    copy_scales_ = DeviceMemory(nbytes(nstate / N, kF32));
-    fill_uniform(copy_scales_.get(), kF32, nstate / N, 0.001f, 0.01f, seed_ + 7, stream);
-  } else if (read == StateFormat::kNvfp4) {
-    copy_ = DeviceMemory(nstate / 2);
-    BENCH_CUDA(cudaMemsetAsync(copy_.get(), 0x2a, nstate / 2, stream));  // E2M1 1, -1
-    copy_scales_ = DeviceMemory(nstate / 16);
-    BENCH_CUDA(cudaMemsetAsync(copy_scales_.get(), 0x38, nstate / 16, stream));  // E4M3 1.0
-    copy_global_ = DeviceMemory(nbytes(nslots_ * H, kF32));
-    fill_uniform(copy_global_.get(), kF32, nslots_ * H, 0.001f, 0.01f, seed_ + 7, stream);
-  } else if (read != StateFormat::kFp32) {
-    throw BenchError(std::string("Mamba2Pool: a ") + state_format_name(read) +
-                     " read copy is not benchmarked");
-  }
+  copy_ = ReadCopy(read, nslots_, H, P, N, seed_ + 6, stream);  // split modes
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nx = calls_ * per_call * H * P, ndt = calls_ * per_call * H,
@@ -138,19 +117,8 @@ mamba2::Cache Mamba2Pool::cache() const {
   mamba2::Cache c;
   c.state = view(state_, 0, state_t_, {nslots_, d.nheads, d.headdim, d.d_state});
   if (read_ != StateFormat::kFp32) {
-    const int64_t S = nslots_, H = d.nheads, P = d.headdim, N = d.d_state;
     c.mode = StateMode{StateFormat::kFp32, read_, false};
-    if (read_ == StateFormat::kNvfp4) {
-      c.read.values = view(copy_, 0, DType::kU8, {S, H, P, N / 2});
-      c.read.scales.blocks = view(copy_scales_, 0, DType::kU8, {S, H, P, N / 16});
-      c.read.scales.global = view(copy_global_, 0, kF32, {S, H});
-    } else if (read_ == StateFormat::kFp8) {
-      c.read.values = view(copy_, 0, DType::kU8, {S, H, P, N});
-      c.read.scales.rows = view(copy_scales_, 0, kF32, {S, H, P});
-    } else {
-      c.read.values = view(copy_, 0, read_ == StateFormat::kBf16 ? kBF16 : DType::kF16,
-                           {S, H, P, N});
-    }
+    c.read = copy_.buffer();
   }
   if (L_ > 0) {
     c.ring_x = view(ring_x_, 0, kBF16, {nslots_, d.nheads, L_, d.headdim});

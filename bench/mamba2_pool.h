@@ -12,6 +12,7 @@
 
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda_util.h"
+#include "read_copy.h"
 #include "slot_pool.h"
 #include "replayssm/mamba2.h"
 #include "replayssm/ring.h"
@@ -69,7 +70,8 @@ class Mamba2Pool {
   std::mt19937_64 rng_;
   std::unique_ptr<SlotPool> slots_;  // made after the parameters (their draws come first)
   DeviceMemory A_log_, dt_bias_, D_;
-  DeviceMemory state_, copy_, copy_scales_, copy_global_;  // checkpoint; read copy (split modes)
+  DeviceMemory state_;  // checkpoint
+  ReadCopy copy_;       // read copy (split modes)
   DeviceMemory x_, dt_, B_, C_, y_;
   DeviceMemory ring_x_, ring_dt_, ring_B_;
 };

@@ -123,6 +123,13 @@ inline double decode(DType t, const void* src, int64_t i) {
   }
 }
 
+/// Every element of downloaded bytes of dtype t, as doubles.
+inline std::vector<double> decode_all(DType t, const std::vector<uint8_t>& raw) {
+  std::vector<double> v(raw.size() / static_cast<size_t>(dtype_size(t)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = decode(t, raw.data(), static_cast<int64_t>(i));
+  return v;
+}
+
 /// The rows of a split-mode walk's step (test_mamba2_cuda_split_walk.h, test_gdn_cuda_modes.cpp):
 /// sequence i of 4 (or -1, a pad row) per row of a batch of 6, in random order; sequence i joins
 /// at step 2 i and skips a step with probability 0.1.
@@ -195,12 +202,7 @@ class DeviceBuffer {
     if (!payload.empty()) cuda::copy_to_device(base_ + kGuard, payload.data(), payload.size());
   }
   /// The payload decoded to doubles / encoded from doubles (rounded to the dtype).
-  std::vector<double> values() const {
-    const std::vector<uint8_t> raw = download();
-    std::vector<double> v(static_cast<size_t>(numel_));
-    for (int64_t i = 0; i < numel_; ++i) v[i] = decode(dtype_, raw.data(), i);
-    return v;
-  }
+  std::vector<double> values() const { return decode_all(dtype_, download()); }
   void set_values(const std::vector<double>& v) {
     ASSERT_EQ(static_cast<int64_t>(v.size()), numel_);
     std::vector<uint8_t> raw(bytes());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda/mamba2/mamba2_cuda.h"
+#include "cuda_quant_copy.h"
 #include "cuda_test_util.h"
 #include "replayssm/codecs.h"
 #include "replayssm/errors.h"
@@ -37,83 +38,6 @@ constexpr DType kF32 = DType::kF32, kBF16 = DType::kBF16, kU8 = DType::kU8;
 constexpr Shape kSmall{4, 16, 64, 2, "small 4x16x64 g2"};
 constexpr Shape kNanoHead{8, 80, 128, 2, "nano-like 8x80x128 g2"};
 
-/// A quantised read copy [slots, H, P, N] on the device: codes and scales (precision.h layout).
-struct DevCopy {
-  StateFormat f;
-  int64_t slots, H, P, N;
-  DeviceBuffer values, scales, global;  // fp8: scales = rows [slots, H, P] f32; nvfp4: blocks
-  DevCopy(StateFormat f_, int64_t slots_, const Shape& s)
-      : f(f_), slots(slots_), H(s.H), P(s.P), N(s.N),
-        values(kU8, {slots_, s.H, s.P, f_ == StateFormat::kNvfp4 ? s.N / 2 : s.N}, 71),
-        scales(f_ == StateFormat::kNvfp4 ? kU8 : kF32,
-               f_ == StateFormat::kNvfp4 ? std::vector<int64_t>{slots_, s.H, s.P, s.N / 16}
-                                         : std::vector<int64_t>{slots_, s.H, s.P},
-               72),
-        global(kF32, {slots_, s.H}, 73) {}
-  StateBuffer buffer() const {
-    StateBuffer b;
-    b.values = values.view();
-    if (f == StateFormat::kNvfp4)
-      b.scales.blocks = scales.view(), b.scales.global = global.view();
-    else
-      b.scales.rows = scales.view();
-    return b;
-  }
-  /// Every byte the format uses, per tensor.
-  std::vector<std::vector<uint8_t>> download() const {
-    std::vector<std::vector<uint8_t>> out{values.download(), scales.download()};
-    if (f == StateFormat::kNvfp4) out.push_back(global.download());
-    return out;
-  }
-  /// One slot's part of each tensor of `all`.
-  std::vector<std::vector<uint8_t>> slot_of(const std::vector<std::vector<uint8_t>>& all,
-                                            int64_t slot) const {
-    std::vector<std::vector<uint8_t>> out;
-    for (const auto& t : all) {
-      const size_t per = t.size() / static_cast<size_t>(slots);
-      out.emplace_back(t.begin() + slot * per, t.begin() + (slot + 1) * per);
-    }
-    return out;
-  }
-  /// The CPU codec's encoding of one slot's float32 state [H*P*N], as slot_of lays it out.
-  std::vector<std::vector<uint8_t>> encode(std::vector<float> x) const {
-    const int64_t hr = H * P;
-    std::vector<std::vector<uint8_t>> out;
-    if (f == StateFormat::kNvfp4) {
-      std::vector<uint8_t> codes(hr * N / 2), blocks(hr * N / 16);
-      std::vector<uint8_t> g(H * 4);
-      codecs::Nvfp4 q{make_view(codes.data(), kU8, {hr, N / 2}),
-                      make_view(blocks.data(), kU8, {hr, N / 16}),
-                      make_view(g.data(), kF32, {H}), P};
-      codecs::nvfp4_encode(make_view(x.data(), kF32, {hr, N}), q);
-      out = {codes, blocks, g};
-    } else {
-      std::vector<uint8_t> codes(hr * N), rows(hr * 4);
-      codecs::Fp8Rows q{make_view(codes.data(), kU8, {hr, N}), make_view(rows.data(), kF32, {hr})};
-      codecs::fp8_encode(make_view(x.data(), kF32, {hr, N}), q);
-      out = {codes, rows};
-    }
-    return out;
-  }
-  /// The CPU codec's decoding of one slot (slot_of layout) to doubles [H*P*N].
-  Vec decode_slot(std::vector<std::vector<uint8_t>> t) const {
-    const int64_t hr = H * P;
-    std::vector<float> y(hr * N);
-    if (f == StateFormat::kNvfp4) {
-      codecs::Nvfp4 q{make_view(t[0].data(), kU8, {hr, N / 2}), make_view(t[1].data(), kU8, {hr, N / 16}),
-                      make_view(t[2].data(), kF32, {H}), P};
-      codecs::nvfp4_decode(q, make_view(y.data(), kF32, {hr, N}));
-    } else {
-      codecs::Fp8Rows q{make_view(t[0].data(), kU8, {hr, N}), make_view(t[1].data(), kF32, {hr})};
-      codecs::fp8_decode(q, make_view(y.data(), kF32, {hr, N}));
-    }
-    return Vec(y.begin(), y.end());
-  }
-  bool guards_intact() const {
-    return values.guards_intact() && scales.guards_intact() && global.guards_intact();
-  }
-};
-
 void run_quant(const Shape& shape, DType in, StateFormat read, int L, int steps, uint64_t seed) {
   const StateMode mode{StateFormat::kFp32, read, false};
   SCOPED_TRACE(std::string(shape.name) + ", mode " + mode.name() + ", in " + dtype_name(in) +
@@ -125,7 +49,7 @@ void run_quant(const Shape& shape, DType in, StateFormat read, int L, int steps,
   const int64_t slots = 9;
   const DType ring = in;  // a bf16 ring with bf16 inputs (the engine's choice)
   DevPool ref_pool(shape, slots, L, kF32, ring, rng), split(shape, slots, L, kF32, ring, rng);
-  DevCopy copy(read, slots, shape);
+  DevCopy copy(read, slots, shape.H, shape.P, shape.N);
   const int64_t n = shape.H * shape.P * shape.N, HP = shape.H * shape.P;
   std::vector<std::vector<uint8_t>> copy_before;
   bool first = true;
@@ -208,7 +132,8 @@ TEST(Mamba2CudaQuantModes, MisshapenMisalignedOrMisroutedCopiesAreRejected) {
   DevLayer layer(prm);
   const RingConfig cfg{4, 1, RingMode::kDecode};
   DevPool pool(kSmall, 3, 4, kF32, kF32, rng);
-  DevCopy nv(StateFormat::kNvfp4, 3, kSmall), f8(StateFormat::kFp8, 3, kSmall);
+  DevCopy nv(StateFormat::kNvfp4, 3, kSmall.H, kSmall.P, kSmall.N),
+      f8(StateFormat::kFp8, 3, kSmall.H, kSmall.P, kSmall.N);
   DeviceBuffer wrong(kU8, {3, kSmall.H, kSmall.P, kSmall.N / 8}, 74);
   DevStep st(prm, 1);
   st.put({nullptr}, {-1});

@@ -70,8 +70,8 @@ TensorView cuda_view(DType t, std::initializer_list<int64_t> shape) {
 }
 
 // On CUDA every mode but fp32/fp32 is rejected by name, except the split modes the CUDA group
-// kernels run (replay and reset: fp32/bf16, fp32/fp16, and for Mamba-2 fp32/fp8, fp32/nvfp4),
-// which go on to check their buffers.
+// kernels run (replay and reset: fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, Mamba-2 and GDN
+// alike), which go on to check their buffers.
 TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
   mamba2::Layer ml;
   ml.dims = {2, 4, 16, 1};
@@ -97,22 +97,19 @@ TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
     if (m.is_default()) continue;
     mc.mode = gc.mode = m;
     const std::string name = "'" + m.name() + "'";
-    const bool fp32 = m.is_split() && m.recurrence == StateFormat::kFp32;
-    const bool gdn_cuda = fp32 && (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16);
-    const bool m2_cuda =
-        gdn_cuda || (fp32 && (m.read == StateFormat::kFp8 || m.read == StateFormat::kNvfp4));
+    const bool on_cuda = m.is_split() && m.recurrence == StateFormat::kFp32;
     // Runs on CUDA: a missing buffer of the mode is what is reported.
     std::vector<std::string> missing, rejected = {
         message_of<UnsupportedError>([&] { mamba2::conventional_step(ml, mc, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
         message_of<UnsupportedError>([&] { gdn::conventional_step(gl, gc, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); })};
-    if (m2_cuda) {
+    if (on_cuda) {
       missing.push_back(message_of<ShapeError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
       missing.push_back(message_of<ShapeError>([&] { mamba2::reset_slots(mc, rows); }));
     } else {
       rejected.push_back(message_of<UnsupportedError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
       rejected.push_back(message_of<UnsupportedError>([&] { mamba2::reset_slots(mc, rows); }));
     }
-    if (gdn_cuda) {
+    if (on_cuda) {  // GDN alike
       missing.push_back(message_of<ShapeError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
       missing.push_back(message_of<ShapeError>([&] { gdn::reset_slots(gc, rows); }));
     } else {

@@ -58,8 +58,11 @@ struct Tokens {
 /// (float32 arithmetic, rounded to nearest even when stored; verify: float32), rings float32, q/k/v/a/b
 /// float32 or bfloat16; K 64 or 128, L <= 64; state, q, k, rings (KDA: a, dt_bias) 16-byte aligned.
 ///
-/// State modes (precision.h; CPU backend only, the CUDA backend runs fp32/fp32 and rejects the
-/// others with UnsupportedError): `mode` says how `state` is stored and what else is used.
+/// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
+/// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
+/// (quantised copies 16-byte aligned, their scales 4-byte aligned; the flushed slots' copies are
+/// encoded on the device byte for byte as codecs.h encodes them) and rejects the others with
+/// UnsupportedError): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): state and ring_u/k/g only, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
 ///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, HV, V, K]

@@ -95,7 +95,7 @@ cpu::Call prepare(Op op, const Layer& layer, Cache& cache, const RingCursors* cu
                             op == Op::kConventional ? validate::StateOp::kConventional
                             : op == Op::kVerify     ? validate::StateOp::kVerify
                                                     : validate::StateOp::kReplay,
-                            dev, name, /*cuda_split16=*/true);
+                            dev, name, /*cuda_split16=*/true, /*cuda_quant=*/true);
 
   expect(layer.A_log, Name(name, "A_log"), {HV}, {kF32}, dev);
   if (kda)
@@ -219,7 +219,7 @@ void reset_slots(Cache& cache, const Rows& rows) {
   const char* name = "gdn.reset_slots";
   const Device dev = cache.state.device;
   validate::state_mode_runs(cache.mode, validate::StateOp::kReset, dev, name,
-                            /*cuda_split16=*/true);
+                            /*cuda_split16=*/true, /*cuda_quant=*/true);
   if (!cache.mode.is_default()) {
     const TensorView& st = cache.state;
     check<ShapeError>(!st.empty() && st.ndim == 4, name, " state: ",

@@ -34,10 +34,9 @@ using cuda::check_cuda;
 
 /// The sizes the CUDA kernels run (their headers' contracts), checked before any upload.
 void check_supported(const ModelConfig& cfg, const ModelOptions& opt) {
-  // State modes: checks.cpp admits the ones some CUDA kernel runs; here, for these layers.
+  // State modes: checks.cpp admits the ones the CUDA kernels run, on every SSM layer kind.
   check<UnsupportedError>(opt.emulate_state || cuda_state_native(cfg, opt.state), "state mode '",
-                          opt.state, "' is not built for GDN layers on the CUDA engine (it runs "
-                          "fp32/bf16 and fp32/fp16 there): run it with --device cpu");
+                          opt.state, "' is not built on the CUDA engine: run it with --device cpu");
   check<UnsupportedError>(opt.max_slots <= 65535, "CUDA engine: max_slots ", opt.max_slots,
                           ", expected <= 65535 (kernel batch limit)");
   const int64_t rows = int64_t{opt.max_slots} * std::max(1, opt.spec_T);

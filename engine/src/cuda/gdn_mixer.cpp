@@ -45,16 +45,15 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     cache_.ring_u = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
     cache_.ring_k = device_view(a.alloc_n<float>(S * Hk * R * dk), DType::kF32, {S, Hk, R, dk});
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
-    // Split modes fp32/bf16 and fp32/fp16 run in the library (a 16-bit read copy, and each
-    // record's raw v and beta: the flush recomputes u from the checkpoint); other modes are
-    // emulated, split ones over fp32/fp16.
+    // Split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4 run in the library (the read
+    // copy, and each record's raw v and beta: the flush recomputes u from the checkpoint); other
+    // modes are emulated, split ones over fp32/fp16.
     emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kGdn, a, S, Hv, dv, dk, sh.ssm_layers++);
     cache_.mode = emu_.library_mode();
     if (cache_.mode.is_split()) {
       cache_.ring_v = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
       cache_.ring_beta = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
-      const DType rd = cache_.mode.read == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
-      cache_.read.values = device_view(alloc_state(a, rd, S * Hv * dv * dk), rd, {S, Hv, dv, dk});
+      cache_.read = alloc_read_copy(a, cache_.mode.read, S, Hv, dv, dk);
     }
   }
 

@@ -52,22 +52,8 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     // reset_slots clears it with the checkpoint. Other modes: emulated over fp32/fp32.
     emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kMamba2, a, S, Hh, P, N, sh.ssm_layers++);
     cache_.mode = emu_.library_mode();
-    if (cache_.mode.has_read_copy()) {
-      const StateFormat rf = cache_.mode.read;
-      const DType u8 = DType::kU8, f32 = DType::kF32;
-      if (rf == StateFormat::kNvfp4) {
-        cache_.read.values = device_view(a.alloc_n<uint8_t>(S * Hh * P * N / 2), u8, {S, Hh, P, N / 2});
-        cache_.read.scales.blocks =
-            device_view(a.alloc_n<uint8_t>(S * Hh * P * N / 16), u8, {S, Hh, P, N / 16});
-        cache_.read.scales.global = device_view(a.alloc_n<float>(S * Hh), f32, {S, Hh});
-      } else if (rf == StateFormat::kFp8) {
-        cache_.read.values = device_view(a.alloc_n<uint8_t>(S * Hh * P * N), u8, {S, Hh, P, N});
-        cache_.read.scales.rows = device_view(a.alloc_n<float>(S * Hh * P), f32, {S, Hh, P});
-      } else {
-        const DType rd = rf == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
-        cache_.read.values = device_view(alloc_state(a, rd, S * Hh * P * N), rd, {S, Hh, P, N});
-      }
-    }
+    if (cache_.mode.has_read_copy())
+      cache_.read = alloc_read_copy(a, cache_.mode.read, S, Hh, P, N);
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {

@@ -80,6 +80,27 @@ inline void* alloc_state(DeviceArena& a, DType dtype, int64_t n) {
   return a.alloc_n<uint16_t>(n);
 }
 
+/// A split mode's read copy of a [S, heads, rows, n] state in format f (bf16, fp16, fp8 or nvfp4),
+/// values and scales in precision.h's layout; the library's reset_slots clears it.
+inline StateBuffer alloc_read_copy(DeviceArena& a, StateFormat f, int64_t S, int64_t heads,
+                                   int64_t rows, int64_t n) {
+  const DType u8 = DType::kU8, f32 = DType::kF32;
+  StateBuffer b;
+  if (f == StateFormat::kNvfp4) {
+    b.values = device_view(a.alloc_n<uint8_t>(S * heads * rows * n / 2), u8, {S, heads, rows, n / 2});
+    b.scales.blocks =
+        device_view(a.alloc_n<uint8_t>(S * heads * rows * n / 16), u8, {S, heads, rows, n / 16});
+    b.scales.global = device_view(a.alloc_n<float>(S * heads), f32, {S, heads});
+  } else if (f == StateFormat::kFp8) {
+    b.values = device_view(a.alloc_n<uint8_t>(S * heads * rows * n), u8, {S, heads, rows, n});
+    b.scales.rows = device_view(a.alloc_n<float>(S * heads * rows), f32, {S, heads, rows});
+  } else {
+    const DType rd = f == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
+    b.values = device_view(alloc_state(a, rd, S * heads * rows * n), rd, {S, heads, rows, n});
+  }
+  return b;
+}
+
 class CudaMixer {
  public:
   virtual ~CudaMixer() = default;

@@ -15,7 +15,7 @@ using F = StateFormat;
 StateEmulation::StateEmulation(const StateMode& mode, SsmFamilyKind family, DeviceArena& arena,
                                int64_t slots, int64_t heads, int64_t rows, int64_t n,
                                int64_t layer)
-    : active_(!cuda_mode_native(mode, family == SsmFamilyKind::kGdn)),
+    : active_(!cuda_mode_native(mode)),
       mode_(mode),
       family_(family),
       slots_(slots),

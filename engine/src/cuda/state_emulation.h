@@ -1,5 +1,5 @@
 // The numerics of state precision modes that the library's CUDA SSM kernels do not run (shared-*
-// baselines, fp16sr and fp8 recurrences, GDN fp8 and nvfp4 read copies), rebuilt around the
+// baselines, fp16sr and fp8 recurrences), rebuilt around the
 // kernels that exist, over float32 storage (ModelOptions::emulate_state; for accuracy studies such
 // as `replayssm eval`: the values are the mode's, the memory and the speed are not).
 //

@@ -45,26 +45,22 @@ void check_state_option(const ModelOptions& opt) {
   check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
                      "' is a split mode (checkpoint and read copy apart): it runs with --ssm "
                      "replay, not ", ssm_mode_name(opt.ssm));
-  // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy
-  // (which layer kinds: cuda_model.cpp); anything else only emulated (ModelOptions::emulate_state).
-  check<UnsupportedError>(!opt.cuda || cuda_mode_native(m, /*gdn=*/false) || opt.emulate_state,
-                          "state mode '", name,
+  // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy;
+  // anything else only emulated (ModelOptions::emulate_state).
+  check<UnsupportedError>(!opt.cuda || cuda_mode_native(m) || opt.emulate_state, "state mode '",
+                          name,
                           "' is not built on the CUDA engine (its kernels run fp32, bf16, fp16, "
-                          "fp32/bf16, fp32/fp16 and, for Mamba-2 layers, fp32/fp8 and "
-                          "fp32/nvfp4): run it with --device cpu");
+                          "fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4): run it with --device "
+                          "cpu");
 }
 
-bool cuda_mode_native(const StateMode& m, bool gdn) {
+bool cuda_mode_native(const StateMode& m) {
   if (m.is_default()) return true;
-  if (m.shared || m.recurrence != StateFormat::kFp32) return false;
-  if (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16) return true;
-  return !gdn && (m.read == StateFormat::kFp8 || m.read == StateFormat::kNvfp4);
+  return !m.shared && m.recurrence == StateFormat::kFp32;  // read: bf16, fp16, fp8 or nvfp4
 }
 
-bool cuda_state_native(const ModelConfig& cfg, const std::string& state) {
-  const bool gdn = std::any_of(cfg.layers.begin(), cfg.layers.end(),
-                               [](BlockKind k) { return k == BlockKind::kGdn; });
-  return cuda_mode_native(engine_state_mode(state), gdn);
+bool cuda_state_native(const ModelConfig& /*cfg*/, const std::string& state) {
+  return cuda_mode_native(engine_state_mode(state));  // the same modes on every SSM layer kind
 }
 
 ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {

@@ -22,8 +22,9 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt);
 /// checks its layer kinds).
 void check_state_option(const ModelOptions& opt);
 
-/// Whether the CUDA kernels run mode m on one SSM layer kind (model.h cuda_state_native).
-bool cuda_mode_native(const StateMode& m, bool gdn);
+/// Whether the CUDA kernels run mode m natively (Mamba-2 and GDN layers alike; model.h
+/// cuda_state_native).
+bool cuda_mode_native(const StateMode& m);
 
 /// SlotError for an id outside [0, max_slots) or one given twice.
 void check_slot_ids(std::span<const int32_t> slots, int32_t max_slots);

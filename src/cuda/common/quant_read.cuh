@@ -38,12 +38,11 @@ constexpr int kChunkBytes = 16;
 template <>
 constexpr int kChunkBytes<nvfp4x2> = 8;
 
-/// Σ_i E2M1(q_i)·c[i] · 2^-14 over the 16 elements (one block) of an 8-byte NVFP4 chunk: each
-/// nibble becomes the float16 whose exponent and mantissa bits are the nibble's (exact: E2M1
-/// value · 2^-14, signed), widened exactly to float.
-__device__ __forceinline__ float nvfp4_block_dot(const uint2& q, const float* c) {
+/// The 16 elements (one block) of an 8-byte NVFP4 chunk as floats, element i in e[i]: each nibble
+/// becomes the float16 whose exponent and mantissa bits are the nibble's (exact: E2M1 value ·
+/// 2^-14, signed), widened exactly to float.
+__device__ __forceinline__ void nvfp4_chunk_values(const uint2& q, float* e) {
   const uint32_t w[2] = {q.x, q.y};
-  float acc = 0.0f;
 #pragma unroll
   for (int k = 0; k < 2; ++k)  // word k: elements 8k .. 8k + 7, nibble i = element 8k + i
 #pragma unroll
@@ -51,8 +50,23 @@ __device__ __forceinline__ float nvfp4_block_dot(const uint2& q, const float* c)
       const uint32_t y = w[k] >> (4 * i);  // nibble i in bits 0..3, nibble i + 4 in 16..19
       const uint32_t h = ((y << 9) & 0x0e000e00u) | ((y << 12) & 0x80008000u);
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-      acc = __fmaf_rn(f.x, c[8 * k + i], acc);
-      acc = __fmaf_rn(f.y, c[8 * k + i + 4], acc);
+      e[8 * k + i] = f.x;
+      e[8 * k + i + 4] = f.y;
+    }
+}
+
+/// Σ_i E2M1(q_i)·c[i] · 2^-14 over the 16 elements (one block) of an 8-byte NVFP4 chunk, summed
+/// in the order nibble pairs (i, i + 4) of word 0, then of word 1.
+__device__ __forceinline__ float nvfp4_block_dot(const uint2& q, const float* c) {
+  float e[16];
+  nvfp4_chunk_values(q, e);
+  float acc = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc = __fmaf_rn(e[8 * k + i], c[8 * k + i], acc);
+      acc = __fmaf_rn(e[8 * k + i + 4], c[8 * k + i + 4], acc);
     }
   return acc;
 }
@@ -73,11 +87,10 @@ __device__ __forceinline__ float nvfp4_block(const uint2& q, uint8_t scale, cons
   return __fmul_rn(e4m3_to_f32(scale), nvfp4_block_dot(q, c));
 }
 
-/// Σ E4M3(q_i)·c[i] over the 16 elements of a 16-byte FP8 chunk (hardware E4M3 -> float16
-/// conversion, exact; the row scale is applied by the caller).
-__device__ __forceinline__ float e4m3_chunk(const uint4& q, const float* c) {
+/// The 16 elements of a 16-byte FP8 chunk as floats, element i in e[i] (hardware E4M3 -> float16
+/// conversion, exact; NaN codes give NaN).
+__device__ __forceinline__ void e4m3_chunk_values(const uint4& q, float* e) {
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  float acc = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; ++k)
 #pragma unroll
@@ -85,9 +98,19 @@ __device__ __forceinline__ float e4m3_chunk(const uint4& q, const float* c) {
       const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
           static_cast<__nv_fp8x2_storage_t>(w[k] >> (16 * j)), __NV_E4M3);
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
-      acc = __fmaf_rn(f.x, c[4 * k + 2 * j], acc);
-      acc = __fmaf_rn(f.y, c[4 * k + 2 * j + 1], acc);
+      e[4 * k + 2 * j] = f.x;
+      e[4 * k + 2 * j + 1] = f.y;
     }
+}
+
+/// Σ E4M3(q_i)·c[i] over the 16 elements of a 16-byte FP8 chunk, in element order (the row scale
+/// is applied by the caller).
+__device__ __forceinline__ float e4m3_chunk(const uint4& q, const float* c) {
+  float e[16];
+  e4m3_chunk_values(q, e);
+  float acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) acc = __fmaf_rn(e[i], c[i], acc);
   return acc;
 }
 

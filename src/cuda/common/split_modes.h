@@ -1,8 +1,8 @@
 // The split state modes the CUDA replay kernels run (precision.h): fp32/bf16 and fp32/fp16, as
 // two launches per step — the ordinary rows over the 16-bit read copy, the flush rows over the
-// fp32 checkpoint (which also write the copy); Mamba-2 also fp32/fp8 and fp32/nvfp4 (a third
-// launch encodes the flushed slots' copies: mamba2_cuda.cu). Shared by the Mamba-2 and GDN/KDA
-// host code.
+// fp32 checkpoint (which also write the copy); fp32/fp8 and fp32/nvfp4 likewise, with a third
+// launch that encodes the flushed slots' copies (mamba2_cuda.cu, gdn_cuda.cu). Shared by the
+// Mamba-2 and GDN/KDA host code.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,12 +47,6 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
     }
   }
   return q;
-}
-
-/// check_split for the 16-bit copies only (the GDN/KDA kernels).
-inline void check_split16(const StateMode& m, const TensorView& state, const TensorView& read,
-                          int64_t heads, int64_t rows, int64_t n, const char* op) {
-  check_split(m, state, StateBuffer{read, {}}, heads, rows, n, /*quant=*/false, op);
 }
 
 /// Runs a split-mode step: launch(cache, only, copy) once over the read copy for the ordinary

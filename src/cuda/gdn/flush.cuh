@@ -351,7 +351,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     if (!valid) continue;
     if (lr == 0) y[v0 + r] = from_f32<TIn>(yu.x);
     store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
-    if constexpr (EXACT) {  // the read copy, rounded from the same fp32 row
+    if (EXACT && p.copy) {  // a 16-bit read copy, rounded from the same fp32 row (quantised
+                            // copies are encoded after the launch: gdn_cuda.cu)
       const int64_t off = (sv * p.V + v0 + r) * K;
 #pragma unroll
       for (int c = 0; c < CPL; ++c) {

@@ -10,10 +10,12 @@
 #include <string>
 
 #include "common/validate.h"
+#include "cuda/codecs/codecs_cuda.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
+#include "cuda/common/quant_read.cuh"
 #include "cuda/common/split_modes.h"
 #include "cuda/common/row_layout.cuh"
 #include "cuda/common/rows.h"
@@ -281,12 +283,15 @@ int64_t group_unit_rows(const Dims& d, DType state, int64_t rpt) {
 }
 
 /// The group kernel's shared memory; `folds`: whether a row of the launch may fold (group_folds),
-/// the most it needs.
-GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool folds = true) {
+/// the most it needs. `state` is what the stages hold (kU8: a quantised read copy, whose lanes
+/// take 16-element chunks), `bits` its bits per element where that is not the dtype's (4: NVFP4).
+GroupSmem group_smem(const Dims& d, const Plan& p, int64_t R, DType state, bool folds = true,
+                     int64_t bits = 0) {
   const bool kda = d.gate == ::replayssm::gdn::Gate::kChannel;
   return GroupSmem(R, d.head_k_dim, kda ? d.head_k_dim : 1,
-                   group_unit_rows(d, state, p.rows_per_thread), dtype_size(state),
-                   p.heads_per_block, p.units_per_head, p.stages, folds || kda);
+                   group_unit_rows(d, state, p.rows_per_thread),
+                   bits > 0 ? bits : 8 * dtype_size(state), p.heads_per_block, p.units_per_head,
+                   p.stages, folds || kda);
 }
 
 /// Tuning runs only: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,uph=4,stages=3,prefetch=0,
@@ -356,6 +361,13 @@ void dispatch_replay(DType state, const StepParams& p, const LaunchShape& ls, cu
   if (state == kF32) return launch_replay<TIn, float>(p, ls, s);
   if (state == kF16) return launch_replay<TIn, f16>(p, ls, s);
   launch_replay<TIn, bf16>(p, ls, s);
+}
+
+/// The ordinary launch over a quantised read copy (NVFP4 or FP8 codes).
+template <class TIn>
+void dispatch_quant(bool nvfp4, const StepParams& p, const LaunchShape& ls, cudaStream_t s) {
+  if (nvfp4) return launch_replay<TIn, nvfp4x2>(p, ls, s);
+  launch_replay<TIn, e4m3>(p, ls, s);
 }
 
 }  // namespace
@@ -552,19 +564,33 @@ namespace {
 
 /// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
 /// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then write `copy`; split
-/// modes pass ring_v / ring_beta (ordinary rows append, flush rows recompute u from them).
+/// modes pass ring_v / ring_beta (ordinary rows append, flush rows recompute u from them). With
+/// `quant` (only = 1, cache.state the fp32 checkpoint), the ordinary rows read that quantised read
+/// copy instead (NVFP4 when `nvfp4`, else FP8); a forced state-and-output route is then a
+/// ConfigError.
 void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                    const Rows& rows, TensorView y, const Plan& forced, int8_t only,
-                   const TensorView& copy) {
+                   const TensorView& copy, const StateBuffer* quant = nullptr,
+                   bool nvfp4 = false) {
   const char* op = "gdn.replay_step (cuda)";
   const Call c = check_call(layer, cache, in, rows, y, op);
   check_ring(layer, cache, cursors, c, op);
   // L = 1 is the conventional step (every step folds only the current token): run its kernel.
   if (cursors.config.L == 1) return conventional_step(layer, cache, in, rows, y, Plan{});
   const Dims& d = layer.dims;
-  Plan autop = plan_replay(d, c.batch, cursors.config.L, c.state_dtype);
+  // What the ordinary rows read: kU8 stands for a quantised copy (lanes of 16-element chunks).
+  const DType sdt = quant ? DType::kU8 : c.state_dtype;
+  const int64_t bits = quant ? (nvfp4 ? 4 : 8) : 8 * dtype_size(c.state_dtype);
+  Plan want = forced;
+  if (quant) {  // a quantised copy is read, never folded into a state
+    check<ConfigError>(forced.route != Route::kStateAndOutput, op,
+                       ": plan route state-and-output, but the ordinary rows of a quantised read "
+                       "copy run output-only (expected route auto or output-only)");
+    want.route = Route::kOutputOnly;
+  }
+  Plan autop = plan_replay(d, c.batch, cursors.config.L, sdt);
   override_replay_plan(autop);
-  const Plan plan = resolve(forced, autop, d, c.state_dtype, true, op);
+  const Plan plan = resolve(want, autop, d, sdt, true, op);
   const int64_t R = cursors.config.rows();
   const bool group = plan.kernel == 2;
   check<UnsupportedError>(only == 0 || group, op, ": split state modes run on the group kernel, "
@@ -572,7 +598,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   const ReplaySmem sm(R, d.head_k_dim, c.kda ? d.head_k_dim : 1, plan.rows_per_block,
                       dtype_size(c.state_dtype));
   const size_t smem = static_cast<size_t>(
-      (group ? group_smem(d, plan, R, c.state_dtype).total : sm.total) * sizeof(float));
+      (group ? group_smem(d, plan, R, sdt, true, bits).total : sm.total) * sizeof(float));
   if (only != 2) check_smem(smem, op);  // (a split flush call launches only the flush kernel)
   if (c.batch == 0) return;
   StepParams p = base_params(layer, cache, c, rows);
@@ -590,15 +616,20 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
     p.ring_v = cache.ring_v.ptr<float>();
     p.ring_beta = cache.ring_beta.ptr<float>();
   }
+  if (quant) {
+    p.state = quant->values.data;
+    p.read_scales = nvfp4 ? quant->scales.blocks.data : quant->scales.rows.data;
+    p.read_global = nvfp4 ? quant->scales.global.ptr<float>() : nullptr;
+  }
   p.origin = cursors.origin.ptr<int32_t>();
   p.hist = cursors.h.ptr<int32_t>();
   p.is_flush = cursors.is_flush.ptr<int8_t>();
   p.state_route = plan.route == Route::kStateAndOutput;
   p.prefetch_ring = plan.prefetch_ring != 0;
   p.bulk_copy = plan.bulk_copy != 0;
-  LaunchShape ls = launch_shape(d, plan, c.state_dtype, c.kda, c.batch, smem);
+  LaunchShape ls = launch_shape(d, plan, sdt, c.kda, c.batch, smem);
   if (group) {
-    const int64_t U = group_unit_rows(d, c.state_dtype, plan.rows_per_thread);
+    const int64_t U = group_unit_rows(d, sdt, plan.rows_per_thread);
     p.group_kernel = true;
     p.heads_per_block = plan.heads_per_block;
     p.units_per_head = plan.units_per_head;
@@ -614,9 +645,15 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   auto launch = [&](const StepParams& q, const LaunchShape& s0) {
     LaunchShape s = s0;
     if (q.group_kernel)  // a launch that folds no row stages no ring k^ (GDN)
-      s.smem = static_cast<size_t>(group_smem(d, plan, R, c.state_dtype, group_folds(q)).total) *
-               sizeof(float);
-    if (c.in_dtype == kF32)
+      s.smem =
+          static_cast<size_t>(group_smem(d, plan, R, sdt, group_folds(q), bits).total) *
+          sizeof(float);
+    if (quant && q.only == 1) {  // (the flush launch reads the fp32 checkpoint)
+      if (c.in_dtype == kF32)
+        dispatch_quant<float>(nvfp4, q, s, stream);
+      else
+        dispatch_quant<bf16>(nvfp4, q, s, stream);
+    } else if (c.in_dtype == kF32)
       dispatch_replay<float>(c.state_dtype, q, s, stream);
     else
       dispatch_replay<bf16>(c.state_dtype, q, s, stream);
@@ -676,6 +713,38 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   }
   launch(f, fs);
 }
+
+/// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the
+/// fp32 checkpoint (u recomputed from the ring's v and beta), then the flushed slots' read copies
+/// encoded from their new checkpoints (codecs_cuda.h: byte for byte the CPU codec's encoding).
+void replay_quant_split(const Layer& layer, Cache& cache, const RingCursors& cursors,
+                        const Tokens& in, const Rows& rows, TensorView y, const Plan& forced) {
+  Cache base = cache;
+  base.mode = StateMode{};
+  base.read = StateBuffer{};
+  if (cursors.config.L == 1)  // every step a flush of the current token: the copy is never read
+    return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
+  const bool nvfp4 = cache.mode.read == StateFormat::kNvfp4;
+  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read, nvfp4);
+  replay_launch(layer, base, cursors, in, rows, y, forced, 2, {});
+  const Dims& d = layer.dims;
+  codecs::FlushedRows fr;
+  fr.slot_ids = rows.slot_ids.ptr<int32_t>();
+  fr.is_flush = cursors.is_flush.ptr<int8_t>();
+  fr.batch = static_cast<int32_t>(rows.slot_ids.shape[0]);
+  fr.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
+  fr.heads = static_cast<int32_t>(d.num_v_heads);
+  if (fr.batch == 0) return;
+  const float* x = cache.state.ptr<float>();
+  if (nvfp4) {
+    codecs::Nvfp4 out{cache.read.values, cache.read.scales.blocks, cache.read.scales.global,
+                      d.head_v_dim};
+    codecs::nvfp4_encode_flushed(x, fr, d.head_v_dim, d.head_k_dim, out, rows.stream);
+  } else {
+    codecs::Fp8Rows out{cache.read.values, cache.read.scales.rows};
+    codecs::fp8_encode_flushed(x, fr, d.head_v_dim, d.head_k_dim, out, rows.stream);
+  }
+}
 }  // namespace
 
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -684,21 +753,27 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const char* op = "gdn.replay_step (cuda)";
   const Dims& d = layer.dims;
-  check_split16(cache.mode, cache.state, cache.read.values, d.num_v_heads, d.head_v_dim,
-                     d.head_k_dim, op);
+  const bool quant = check_split(cache.mode, cache.state, cache.read, d.num_v_heads,
+                                 d.head_v_dim, d.head_k_dim, /*quant=*/true, op);
   const int64_t R = cursors.config.rows(), slots = cache.state.shape[0];
   validate::expect(cache.ring_v, arg(op, "ring_v (split mode)").c_str(),
                    {slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, Device::kCUDA);
   validate::expect(cache.ring_beta, arg(op, "ring_beta (split mode)").c_str(),
                    {slots, d.num_v_heads, R}, {kF32}, Device::kCUDA);
+  if (quant) return replay_quant_split(layer, cache, cursors, in, rows, y, forced);
   run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
     replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
   });
 }
 
 void reset_slots(Cache& cache, const Rows& rows) {
-  zero_slots(cache.state, rows, "gdn.reset_slots (cuda)");
-  if (cache.mode.has_read_copy()) zero_slots(cache.read.values, rows, "gdn.reset_slots (cuda)");
+  const char* op = "gdn.reset_slots (cuda)";
+  zero_slots(cache.state, rows, op);
+  if (!cache.mode.has_read_copy()) return;
+  zero_slots(cache.read.values, rows, op);  // all-zero codes and scales decode to 0
+  for (const TensorView* s : {&cache.read.scales.rows, &cache.read.scales.blocks,
+                              &cache.read.scales.global})
+    if (!s->empty()) zero_slots(*s, rows, op);
 }
 
 }  // namespace replayssm::cuda::gdn

@@ -54,29 +54,34 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
   with_kernel_shape(ls.K, ls.kda, op, [&](auto k, auto kda) {
     constexpr int K = decltype(k)::value;
     constexpr bool KDA = decltype(kda)::value;
-    if (ls.flush) {
-      // A persistent grid: at most the blocks resident at once.
-      auto persistent = [&](auto kernel) {
-        LaunchShape fs = ls;
-        fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
-        enqueue(kernel, p, fs, stream, op);
-      };
-      // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
-      if constexpr (std::is_same_v<TState, float>)
-        if (p.ring_v)
-          return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, true>);
-      if constexpr (!KDA)
-        if (p.flush_pipe) return persistent(flush_pipe_kernel<TIn, TState, K, kFlushRowsPerThread>);
-      return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, false>);
-    }
-    if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
-    // A launch in which no row folds runs the instantiation without the fold (group_folds).
+    // A launch in which no row folds runs the instantiation without the fold (group_folds); a
+    // quantised read copy only that one (a split mode's ordinary launch).
     auto group = [&](auto rpt) {
       constexpr int RPT = decltype(rpt)::value;
-      if (group_folds(p))
-        return enqueue(replay_group_kernel<TIn, TState, K, KDA, RPT, true>, p, ls, stream, op);
+      if constexpr (!kQuantState<TState>)
+        if (group_folds(p))
+          return enqueue(replay_group_kernel<TIn, TState, K, KDA, RPT, true>, p, ls, stream, op);
       enqueue(replay_group_kernel<TIn, TState, K, KDA, RPT, false>, p, ls, stream, op);
     };
+    if constexpr (!kQuantState<TState>) {
+      if (ls.flush) {
+        // A persistent grid: at most the blocks resident at once.
+        auto persistent = [&](auto kernel) {
+          LaunchShape fs = ls;
+          fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
+          enqueue(kernel, p, fs, stream, op);
+        };
+        // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
+        if constexpr (std::is_same_v<TState, float>)
+          if (p.ring_v)
+            return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, true>);
+        if constexpr (!KDA)
+          if (p.flush_pipe)
+            return persistent(flush_pipe_kernel<TIn, TState, K, kFlushRowsPerThread>);
+        return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, false>);
+      }
+      if (!p.group_kernel) return enqueue(replay_kernel<TIn, TState, K, KDA>, p, ls, stream, op);
+    }
     if (ls.rpt == 4) return group(std::integral_constant<int, 4>{});
     group(std::integral_constant<int, 8>{});
   });

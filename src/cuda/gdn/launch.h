@@ -53,17 +53,20 @@ constexpr int kGroupThreads = (kGroupStreamWarps + 1) * 32;
 inline bool group_folds(const StepParams& p) { return p.only != 1 || p.state_route; }
 
 /// Float offsets of the group kernel's shared memory (every region 16-byte aligned): `stages`
-/// checkpoint stages [U][K] (state dtype), sU [NU][R][U] ring u, sK [R][K], sKK/sKQ [R], sCK/sCQ
+/// checkpoint stages [U][K] (state_bits per element; a quantised read copy's stage, state_bits
+/// 8 or 4, then holds from `side` one scale word per 16-element lane chunk, [U][K / 16]), sU
+/// [NU][R][U] ring u, sK [R][K], sKK/sKQ [R], sCK/sCQ
 /// [NHB][R], sBK/sBQ [NHB][K] (KDA), sG ring gates by physical row ([R][K] KDA, [NHB][R] GDN),
 /// head scalars [2 NHB + 1], sDot [NU][U] float2.
 /// U = rows per unit, NU = NHB x UPH units per block, gw = K for KDA, 1 for GDN; sK is empty
 /// without ring_k (a GDN launch that folds no row: only = 1, output-only route).
 struct GroupSmem {
-  int64_t stage, u, k, kk, kq, ck, cq, bk, bq, g, head, dot, total;
+  int64_t side, stage, u, k, kk, kq, ck, cq, bk, bq, g, head, dot, total;
   __host__ __device__ static constexpr int64_t up4(int64_t n) { return (n + 3) / 4 * 4; }
-  __host__ __device__ GroupSmem(int64_t R, int64_t K, int64_t gw, int64_t U, int64_t state_bytes,
+  __host__ __device__ GroupSmem(int64_t R, int64_t K, int64_t gw, int64_t U, int64_t state_bits,
                                 int64_t nhb, int64_t uph, int64_t stages, bool ring_k) {
-    stage = up4(U * K * state_bytes / 4);
+    side = up4(U * K * state_bits / 32);
+    stage = side + (state_bits <= 8 ? up4(U * K / 16) : 0);
     u = stages * stage;
     k = u + up4(nhb * uph * R * U);
     kk = k + (ring_k ? R * K : 0);

@@ -57,6 +57,10 @@ struct StepParams {
   bool copy_f16 = false;      ///< the read copy is float16 (else bfloat16)
   float* ring_v = nullptr;    ///< [slots, HV, R, V] (split modes)
   float* ring_beta = nullptr; ///< [slots, HV, R] (split modes)
+  // split modes fp32/fp8 and fp32/nvfp4: the ordinary launch reads `state` as the quantised read
+  // copy (codes [slots, HV, V, K] e4m3, or [slots, HV, V, K/2] packed E2M1) with its scales
+  const void* read_scales = nullptr;  ///< fp8: [slots, HV, V] float32; nvfp4: [.., V, K/16] E4M3
+  const float* read_global = nullptr; ///< nvfp4: [slots, HV] float32 global scales
 };
 
 }  // namespace replayssm::cuda::gdn

@@ -25,10 +25,17 @@
 // ā' = e^{g_0 + .. + g_{h-1}} (per channel for KDA, where the chain stores k^_j ⊙ c_j), and run the
 // conventional update with the token through delta_rule_row(). At h = 0, ā' = e^0 = 1 and the flush
 // equals the conventional step bit for bit. A flush stores S_h+1 as the new checkpoint.
+// Quantised read copies (TState e4m3 / nvfp4x2, quant_read.cuh; split modes fp32/fp8 and
+// fp32/nvfp4) run only as a split mode's ordinary launch (only = 1, FOLD = false): lanes take
+// 16-element chunks (16 bytes of FP8, 8 of NVFP4: one block) and copy each chunk's scale word
+// (the row's float32 FP8 scale, or the word holding the chunk's E4M3 block scale) beside the
+// codes in the stage; a row's dots are Σ scale · Σ decode(code)·k^ per chunk, the NVFP4 global
+// scale of the (slot, value head) applied in the epilogue.
 // Grid: x = (kh * nvc + vc) * nru + ru, y = batch row. Shared memory: GroupSmem (launch.h).
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/pdl.cuh"
+#include "cuda/common/quant_read.cuh"
 #include "cuda/gdn/conventional.cuh"
 #include "cuda/gdn/launch.h"
 
@@ -39,12 +46,23 @@ namespace replayssm::cuda::gdn {
 // the GDN instantiation at 4 rows per thread fits 96 registers and a fourth block per SM.
 // KDA keeps the bound of 3 blocks per SM (its fold instantiation spills at 96 registers); its
 // ordinary launch compiles to 80 registers, so where its shared memory allows (L <= 8) a fourth
-// block fits anyway (bench/NOTES_gdn.md "Session 17").
+// block fits anyway (bench/NOTES_gdn.md "Session 17"). Quantised copies too: a lane's 16 columns
+// of k^ and q^ (and their 2^14-scaled copies) spill 500-650 bytes at 96 registers (ptxas).
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
-__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
+__global__ void __launch_bounds__(kGroupThreads,
+                                  RPT == 4 ? (FOLD || KDA || kQuantState<TState> ? 3 : 4) : 2)
     replay_group_kernel(const StepParams p) {
-  using Lay = Layout<sizeof(TState), K>;
-  using Tok = Token<TIn, sizeof(TState), K, KDA>;
+  constexpr bool QUANT = kQuantState<TState>;
+  constexpr int BITS = kStateBits<TState>;
+  static_assert(!QUANT || !FOLD, "a quantised read copy is read by ordinary rows only");
+  // Lanes of a quantised row hold 16-element chunks (the layout of a 1-byte state).
+  constexpr int SB = QUANT ? 1 : static_cast<int>(sizeof(TState));
+  using Lay = Layout<SB, K>;
+  using Tok = Token<TIn, SB, K, KDA>;
+  constexpr int EPU = 8 * static_cast<int>(sizeof(TState)) / BITS;  // elements per TState unit
+  constexpr int RS = K / EPU;                                        // TState units per row
+  constexpr int CB = kChunkBytes<TState>;                            // bytes of a lane's chunk
+  static_assert(!QUANT || Lay::kChunksPerLane == 1, "a quantised row: one chunk per lane");
   constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
   constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
   constexpr int NG = kGroupStreamWarps * RPW;  // row groups of the stream warps
@@ -56,7 +74,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, NHB = p.heads_per_block, UPH = p.units_per_head, NS = p.stages;
   const int NU = NHB * UPH;
-  const GroupSmem sm(R, K, GW, U, static_cast<int>(sizeof(TState)), NHB, UPH, NS, FOLD || KDA);
+  const GroupSmem sm(R, K, GW, U, BITS, NHB, UPH, NS, FOLD || KDA);
   float* const sU = smem + sm.u;      // [NU][R][U] ring u of the units, by physical ring row
   float* const sK = smem + sm.k;      // [R][K] ring k^: GDN by logical record, KDA by physical
                                       // ring row (krow below; KDA fold: then k^_j ⊙ c_j)
@@ -120,7 +138,7 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   auto krow = [&](int j) { return KDA ? phys(j) : j; };
   auto rows_of = [&](int vh, int row0) {  // global checkpoint rows from row0 of value head vh
     return static_cast<TState*>(p.state) +
-           ((static_cast<int64_t>(slot) * p.HV + vh) * p.V + row0) * K;
+           ((static_cast<int64_t>(slot) * p.HV + vh) * p.V + row0) * RS;
   };
   // The units are walked in order, issue and use alike, by counters rather than divisions (head
   // k / UPH, unit k % UPH of it, stage k % NS): per unit and warp the divisions cost as many
@@ -134,16 +152,27 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
   int ik = 0, ihd = 0, iuu = 0, ist = 0;
   auto issue = [&] {
     if (ik < NU) {
-      TState* dst = reinterpret_cast<TState*>(smem + ist * sm.stage) + grp * RPT * K;
+      TState* dst = reinterpret_cast<TState*>(smem + ist * sm.stage) + grp * RPT * RS;
       const int row0 = (ru * UPH + iuu) * U;
-      const TState* src = rows_of(vh0 + ihd, row0) + grp * RPT * K;
+      const TState* src = rows_of(vh0 + ihd, row0) + grp * RPT * RS;
       const int n = min(U, p.V - row0) - grp * RPT;  // this thread's rows in the unit
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         if (i < n) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async16(dst + i * K + Lay::col(c, lr), src + i * K + Lay::col(c, lr));
+            cp_async_chunk<CB>(dst + i * RS + Lay::col(c, lr) / EPU,
+                               src + i * RS + Lay::col(c, lr) / EPU);
+          if constexpr (QUANT) {  // the chunk's scale word, into the lane's own word of the stage
+            const int64_t row = (static_cast<int64_t>(slot) * p.HV + vh0 + ihd) * p.V + row0 +
+                                grp * RPT + i;
+            const void* scale;
+            if constexpr (BITS == 4)  // the word holding E4M3 block scale lr of the row
+              scale = static_cast<const uint8_t*>(p.read_scales) + row * (K / 16) + (lr / 4) * 4;
+            else
+              scale = static_cast<const float*>(p.read_scales) + row;
+            cp_async_small<4>(smem + ist * sm.stage + sm.side + (grp * RPT + i) * LPR + lr, scale);
+          }
         }
       }
     }
@@ -440,8 +469,10 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     const int qh = phys(hist);
     int cur_head = -1;
     float bk[COLS], bq[COLS];  // the vectors the ordinary rows' dots use
+    // NVFP4 codes decode as E2M1 · 2^-14 (nvfp4_chunk_values): the vectors carry 2^14, exactly.
+    constexpr float CS = BITS == 4 ? kNvfp4DotScale : 1.0f;
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) bk[i] = t.khat[i], bq[i] = t.qhat[i];
+    for (int i = 0; i < COLS; ++i) bk[i] = t.khat[i] * CS, bq[i] = t.qhat[i] * CS;
     int hd = 0, uu = 0, st = 0;  // unit k's head (k / UPH), unit of it, stage
 #pragma unroll 1
     for (int k = 0; k < NU; ++k) {
@@ -456,8 +487,8 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll
             for (int v = 0; v < VEC; ++v) {
               const int col = Lay::col(c, lr) + v;
-              bk[c * VEC + v] = sBK[hd * K + col];
-              bq[c * VEC + v] = sBQ[hd * K + col];
+              bk[c * VEC + v] = sBK[hd * K + col] * CS;
+              bq[c * VEC + v] = sBQ[hd * K + col] * CS;
             }
         }
         // The thread's rows' dots (rows past n read stale stage bytes: their sums are never
@@ -467,13 +498,29 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           float s[COLS];
-          tile_row<TState, Lay>(tile, grp * RPT + i, lr, true, s);
+          float sc = 1.0f;  // a quantised chunk's scale, applied to its sums
+          if constexpr (QUANT) {
+            const int r = grp * RPT + i;
+            const TState* chunk = tile + r * RS + Lay::col(0, lr) / EPU;
+            const uint32_t sw =
+                reinterpret_cast<const uint32_t*>(smem + st * sm.stage + sm.side)[r * LPR + lr];
+            if constexpr (BITS == 4) {
+              nvfp4_chunk_values(*reinterpret_cast<const uint2*>(chunk), s);
+              sc = e4m3_to_f32(static_cast<uint8_t>(sw >> ((lr & 3) * 8)));
+            } else {
+              e4m3_chunk_values(*reinterpret_cast<const uint4*>(chunk), s);
+              sc = __uint_as_float(sw);
+            }
+          } else {
+            tile_row<TState, Lay>(tile, grp * RPT + i, lr, true, s);
+          }
           float pk = 0.0f, pq = 0.0f;
 #pragma unroll
           for (int e = 0; e < COLS; ++e) {
             pk = __fmaf_rn(s[e], bk[e], pk);
             pq = __fmaf_rn(s[e], bq[e], pq);
           }
+          if constexpr (QUANT) pk = __fmul_rn(pk, sc), pq = __fmul_rn(pq, sc);
           part[2 * i] = pk, part[2 * i + 1] = pq;
         }
         if constexpr (2 * RPT <= LPR) {
@@ -565,7 +612,11 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     const int k = v / U, r = v - k * U;
     if (r >= unit_rows(k)) continue;
     const int hd = k / UPH, vh = unit_head(k), row = unit_row0(k) + r;
-    const float2 d = sDot[v];
+    float2 d = sDot[v];
+    if constexpr (BITS == 4) {  // the NVFP4 global scale of (slot, value head)
+      const float gs = p.read_global[static_cast<int64_t>(slot) * p.HV + vh];
+      d.x = __fmul_rn(d.x, gs), d.y = __fmul_rn(d.y, gs);
+    }
     const float A = KDA ? 1.0f : sHd[2 * hd];
     float hk = __fmul_rn(A, d.x), hq = __fmul_rn(A, d.y);
     const float* uk = sU + k * R * U + r;
