@@ -120,6 +120,13 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
     const std::vector<double> Cv = quant ? std::vector<double>{} : copy.values();
     const std::vector<std::vector<uint8_t>> C_after = copy_bytes();
     const std::vector<double> ya = sa.y.values(), yb = sb.y.values();
+    // Quantised modes: the rings before and after the step, for the oracle of ordinary rows.
+    std::vector<std::vector<double>> ring_before, ring_after;
+    if (quant)
+      for (int k = 1; k <= 3; ++k) {
+        ring_before.push_back(cuda_test::decode_all(kF32, before[k]));
+        ring_after.push_back(cuda_test::decode_all(kF32, after[k]));
+      }
     double scale = 0.0;
     for (int64_t i = 0; i < batch * HVV; ++i)
       if (order[i / HVV] >= 0) scale = std::max(scale, std::abs(ya[i]));
@@ -155,10 +162,8 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
         ref::GdnSeq q = ref::gdn_new_seq(layer.ref, s.ring);
         q.S0.assign(n, 0.0);
         for (int64_t i = 0; i < n; ++i) q.S0[i] = cuda_test::decode(kF32, S_before.data(), slot * n + i);
-        const std::vector<double> u = cuda_test::decode_all(kF32, before[1]),
-                                  k = cuda_test::decode_all(kF32, before[2]),
-                                  g = cuda_test::decode_all(kF32, before[3]);
-        for (int64_t r = 0; r < split.R; ++r) q.ring[r] = split.record(u, k, g, slot, r);
+        for (int64_t r = 0; r < split.R; ++r)
+          q.ring[r] = split.record(ring_before[0], ring_before[1], ring_before[2], slot, r);
         q.cursor = split.cursor(before, slot);
         q.prec.mode = mode;
         q.prec.read = qcopy.decode_slot(copy_slot(C_before, slot));
@@ -168,9 +173,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
                   kTol.y + (in == kBF16 ? gdnt::kBf16Out : 0.0))
             << "ordinary row " << b << " (slot " << slot << ", h " << q.cursor.h << ")";
         const int64_t row = ref::ring_row(q.cursor, q.cursor.h, s.ring);
-        const ref::GdnRecord got = split.record(cuda_test::decode_all(kF32, after[1]),
-                                                cuda_test::decode_all(kF32, after[2]),
-                                                cuda_test::decode_all(kF32, after[3]), slot, row);
+        const ref::GdnRecord got = split.record(ring_after[0], ring_after[1], ring_after[2], slot, row);
         ASSERT_LE(gdnt::head_err(got.u, q.ring[row].u, sh.HV), kTol.u) << "record u, row " << b;
       }
       for (int64_t i = 0; i < HVV; ++i) {
@@ -221,15 +224,17 @@ TEST(GdnCudaModes, SplitSixteenBitReadCopiesFlushTheFp32Recurrence) {
 
 TEST(GdnCudaModes, QuantisedReadCopiesMatchTheOracleAndKeepTheFp32Recurrence) {
   RSSM_SKIP_WITHOUT_CUDA();
+  // Every ordinary row is checked against the fp64 oracle on the host: the real shapes run the
+  // fewest steps that still flush every sequence (sequence 3 joins at step 6, flushes L - 1
+  // steps later).
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
     for (StateFormat read : {StateFormat::kNvfp4, StateFormat::kFp8}) {
-      run_split(kGpuSmall, gate, kBF16, read, 4, 30, test_seed(16011));
-      run_split(kOdd, gate, kF32, read, 8, 30, test_seed(16012));
+      run_split(kGpuSmall, gate, kBF16, read, 4, 24, test_seed(16011));
+      run_split(kOdd, gate, kF32, read, 8, 24, test_seed(16012));
       if (::testing::Test::HasFailure()) return;
     }
-  run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kNvfp4, 16, 36, test_seed(16013));
-  run_split(kQwen4B, Gate::kScalar, kF32, StateFormat::kFp8, 16, 36, test_seed(16014));
-  run_split(kKimi, Gate::kChannel, kBF16, StateFormat::kNvfp4, 8, 30, test_seed(16015));
+  run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kNvfp4, 16, 24, test_seed(16013));
+  run_split(kKimi, Gate::kChannel, kF32, StateFormat::kFp8, 8, 16, test_seed(16015));
 }
 
 TEST(GdnCudaModes, MisshapenMisalignedOrMisroutedQuantisedCopiesAreRejected) {
