@@ -163,8 +163,8 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
           r.commit_in_graph = commit;
           r.speedup = conv.us / r.us;
           r.dispatched = is_auto && mode == "window" &&
-                         L == recommended_ring_length(fam.ssm_family, batch, cfg.L,
-                                                      cfg.read != StateFormat::kFp32, fp32_state);
+                         L == recommended_ring_length(fam.ssm_family, batch, cfg.L, cfg.read,
+                                                      fp32_state);
           rows.push_back(r);
         }
       }

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "replayssm/precision.h"
+
 namespace replayssm {
 
 enum class SsmFamily : uint8_t { kMamba2, kGdn, kKda };
@@ -38,8 +40,8 @@ const char* ssm_family_name(SsmFamily f);
 ///     at L = 8 batch 8 / 16 0.79x / 0.75x window (mixed 0.74x / 0.70x), batch 32 1.22x (1.16x),
 ///     512 1.20x (1.24x) (kernels-kda-L8-39485d2.txt): L = min(requested, 8) at batch >= 32
 ///     (with a read copy: below).
-/// `read_copy`: a split state mode with a read copy (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4;
-/// precision.h): its flushes also write the copy (GDN/KDA: recomputing every record's u), so
+/// `read`: the read copy's format of a split state mode (precision.h: kBf16, kFp16, kFp8, kNvfp4),
+/// kFp32 for none: its flushes also write the copy (GDN/KDA: recomputing every record's u), so
 /// replay pays from larger batches; at L = 1 the step is the fp32 conventional one (the copy is
 /// never read):
 ///   Mamba-2 fp32/bf16 (f46bfb9, after the split step's redundant flush launch went): mixed
@@ -49,13 +51,19 @@ const char* ssm_family_name(SsmFamily f);
 ///     0.76x / 0.99x / 1.21x / 1.53x at batch 8 / 16 / 32 / 64 (window 0.99x / 1.32x / 1.43x /
 ///     1.69x), Qwen3.5-122B 0.83x / 1.12x / 1.28x at batch 4 / 8 / 16: L = min(requested, 16)
 ///     at batch >= 32, and from batch 8 where a sequence's state is >= 4 MiB.
+///   GDN fp32/fp8, fp32/nvfp4 (H200, 6dc1ecf, bench/results/precision-gdn-*-6dc1ecf.*): the
+///     ordinary step reads a quarter / an eighth of the bytes but is latency-bound, and every
+///     flush also encodes the copy: mixed Qwen3.5-4B 0.95x / 0.90x at batch 64, 1.32x / 1.27x at
+///     128, 1.45x / 1.35x at 256: L = min(requested, 16) at batch >= 128 (every state size).
 ///   KDA fp32/bf16 at L = 8 (aafb793, kernels-kda-L8-fp32-bf16-aafb793.txt): mixed 0.65x at
 ///     batch 32, 1.19x / 1.21x / 1.23x / 1.25x at 64 / 128 / 256 / 512: L = min(requested, 8)
 ///     at batch >= 64.
+///   KDA fp32/fp8, fp32/nvfp4 at L = 8 (6dc1ecf): mixed 0.87x / 0.83x at batch 512, nvfp4 0.54x /
+///     0.81x at 64 / 256 (its ordinary step is slower than the fp32 one): L = 1 at every batch.
 /// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV V K 4), or 0;
 /// Mamba-2 and KDA ignore it.
 /// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.
 int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t requested,
-                                bool read_copy = false, int64_t state_bytes = 0);
+                                StateFormat read = StateFormat::kFp32, int64_t state_bytes = 0);
 
 }  // namespace replayssm

@@ -50,7 +50,7 @@ namespace replayssm::cuda::gdn {
 // of k^ and q^ (and their 2^14-scaled copies) spill 500-650 bytes at 96 registers (ptxas).
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
 __global__ void __launch_bounds__(kGroupThreads,
-                                  RPT == 4 ? (FOLD || KDA || kQuantState<TState> ? 3 : 4) : 2)
+                                  RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
     replay_group_kernel(const StepParams p) {
   constexpr bool QUANT = kQuantState<TState>;
   constexpr int BITS = kStateBits<TState>;
@@ -219,7 +219,9 @@ __global__ void __launch_bounds__(kGroupThreads,
     const bool keep_k = FOLD && fold;  // GDN: sK exists only then
     if (!all) resolve();
     const int nrec = all ? R : hist;
-    constexpr int RB = 4;  // records per row group in flight
+    // Records per row group in flight: a quantised copy's layout gives a lane 16 columns of each,
+    // so 2 (the chain warp's registers bound the whole kernel's, ptxas).
+    constexpr int RB = QUANT ? 2 : 4;
     // The ring gates of the block's value heads, by physical row (read by the serial sums).
     const float* ringg0 = p.ring_g + (static_cast<int64_t>(slot) * p.HV + vh0) * R * GW;
     // GDN: the gates of (value head, record) pairs, loaded now and stored after the records.
