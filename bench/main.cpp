@@ -406,7 +406,7 @@ int main(int argc, char** argv) {
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
-                "fp32/fp16; Mamba-2 also fp32/fp8, fp32/nvfp4)")
+                "fp32/fp16, fp32/fp8, fp32/nvfp4)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16", "fp32/fp8",
                              "fp32/nvfp4"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");

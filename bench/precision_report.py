@@ -171,7 +171,7 @@ def main():
             ax.axhline(1.0, lw=0.8, color="black")
             ax.grid(alpha=0.3)
             ax.legend()
-    fig.suptitle(f"{TITLE[family]} state modes, {base['gpu']}, commit {base['commit']} "
+    fig.suptitle(f"{TITLE[family]} state modes, {base['gpu']}, commit {base['commit']}\n"
                  "(dotted: issue 6 targets)")
     fig.tight_layout()
     try:

@@ -51,15 +51,17 @@ const char* ssm_family_name(SsmFamily f);
 ///     0.76x / 0.99x / 1.21x / 1.53x at batch 8 / 16 / 32 / 64 (window 0.99x / 1.32x / 1.43x /
 ///     1.69x), Qwen3.5-122B 0.83x / 1.12x / 1.28x at batch 4 / 8 / 16: L = min(requested, 16)
 ///     at batch >= 32, and from batch 8 where a sequence's state is >= 4 MiB.
-///   GDN fp32/fp8, fp32/nvfp4 (H200, 6dc1ecf, bench/results/precision-gdn-*-6dc1ecf.*): the
+///   GDN fp32/fp8, fp32/nvfp4 (H200, bbcd087, bench/results/precision-gdn-*-bbcd087.*): the
 ///     ordinary step reads a quarter / an eighth of the bytes but is latency-bound, and every
-///     flush also encodes the copy: mixed Qwen3.5-4B 0.95x / 0.90x at batch 64, 1.32x / 1.27x at
-///     128, 1.45x / 1.35x at 256: L = min(requested, 16) at batch >= 128 (every state size).
+///     flush also encodes the copy: mixed Qwen3.5-4B 1.02x / 0.98x at batch 64, 1.40x / 1.33x
+///     at 128, 1.53x / 1.41x at 256, 1.60x / 1.47x at 512: L = min(requested, 16) at batch >=
+///     128 (every state size; Qwen3.5-122B not measured).
 ///   KDA fp32/bf16 at L = 8 (aafb793, kernels-kda-L8-fp32-bf16-aafb793.txt): mixed 0.65x at
 ///     batch 32, 1.19x / 1.21x / 1.23x / 1.25x at 64 / 128 / 256 / 512: L = min(requested, 8)
 ///     at batch >= 64.
-///   KDA fp32/fp8, fp32/nvfp4 at L = 8 (6dc1ecf): mixed 0.87x / 0.83x at batch 512, nvfp4 0.54x /
-///     0.81x at 64 / 256 (its ordinary step is slower than the fp32 one): L = 1 at every batch.
+///   KDA fp32/fp8, fp32/nvfp4 at L = 8 (bbcd087, precision-kda-L8-*-bbcd087.*): mixed 0.56x /
+///     0.55x at batch 64, 0.86x / 0.81x at 256, 0.87x / 0.83x at 512 (its quantised ordinary
+///     step is slower than the fp32 one): L = 1 at every batch.
 /// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV V K 4), or 0;
 /// Mamba-2 and KDA ignore it.
 /// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.
