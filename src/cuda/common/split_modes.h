@@ -4,13 +4,17 @@
 // launch that encodes the flushed slots' copies (mamba2_cuda.cu, gdn_cuda.cu). Shared by the
 // Mamba-2 and GDN/KDA host code.
 #pragma once
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 
 #include "common/state_check.h"
 #include "common/validate.h"
+#include "cuda/codecs/codecs_cuda.h"
 #include "replayssm/errors.h"
 #include "replayssm/precision.h"
+#include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 
 namespace replayssm::cuda {
@@ -63,6 +67,54 @@ void run_split16(const Cache& cache, int32_t L, Launch&& launch) {
   ordinary.state = cache.read.values;
   launch(ordinary, int8_t{1}, TensorView{});
   launch(base, int8_t{2}, cache.read.values);
+}
+
+/// The plan an ordinary launch over a quantised read copy resolves: `forced` on the output-only
+/// route (the copy is read, never folded into a state); ConfigError for a forced state-and-output
+/// route. `Plan` and its Route are the family's.
+template <class Plan>
+Plan quant_read_plan(const Plan& forced, const char* op) {
+  using Route = decltype(forced.route);
+  check<ConfigError>(forced.route != Route::kStateAndOutput, op,
+                     ": plan route state-and-output, but the ordinary rows of a quantised read "
+                     "copy run output-only (expected route auto or output-only)");
+  Plan p = forced;
+  p.route = Route::kOutputOnly;
+  return p;
+}
+
+/// Runs a quantised split mode's step (fp32/fp8, fp32/nvfp4): launch(cache, only, quant, nvfp4)
+/// once for the ordinary rows over the read copy (only = 1, quant = &cache.read) and once for the
+/// flush rows over the fp32 checkpoint (only = 2), then the flushing slots' copies are encoded
+/// from their new checkpoints (codecs_cuda.h, byte for byte the CPU codec's encoding; one NVFP4
+/// global scale per (slot, head), blocks along n); at L = 1 one plain launch (the copy is never
+/// read). The state is [slots, heads, rows, n]; `Cache` is the family's cache type.
+template <class Cache, class Launch>
+void run_split_quant(const Cache& cache, const RingCursors& cursors, const Rows& rows,
+                     int64_t heads, int64_t head_rows, int64_t n, Launch&& launch) {
+  Cache base = cache;
+  base.mode = StateMode{};
+  base.read = StateBuffer{};
+  if (cursors.config.L == 1) return launch(base, int8_t{0}, nullptr, false);
+  const bool nvfp4 = cache.mode.read == StateFormat::kNvfp4;
+  launch(base, int8_t{1}, &cache.read, nvfp4);
+  launch(base, int8_t{2}, nullptr, false);
+  codecs::FlushedRows fr;
+  fr.slot_ids = rows.slot_ids.ptr<int32_t>();
+  fr.is_flush = cursors.is_flush.ptr<int8_t>();
+  fr.batch = static_cast<int32_t>(rows.slot_ids.shape[0]);
+  fr.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
+  fr.heads = static_cast<int32_t>(heads);
+  if (fr.batch == 0) return;
+  const float* x = cache.state.template ptr<float>();
+  if (nvfp4) {
+    codecs::Nvfp4 out{cache.read.values, cache.read.scales.blocks, cache.read.scales.global,
+                      head_rows};
+    codecs::nvfp4_encode_flushed(x, fr, head_rows, n, out, rows.stream);
+  } else {
+    codecs::Fp8Rows out{cache.read.values, cache.read.scales.rows};
+    codecs::fp8_encode_flushed(x, fr, head_rows, n, out, rows.stream);
+  }
 }
 
 }  // namespace replayssm::cuda

@@ -68,4 +68,13 @@ void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
   check_launch(what.c_str());
 }
 
+void zero_split_slots(const TensorView& state, const StateMode& mode, const StateBuffer& read,
+                      const Rows& rows, const char* op) {
+  zero_slots(state, rows, op);
+  if (!mode.has_read_copy()) return;
+  zero_slots(read.values, rows, op);
+  for (const TensorView* s : {&read.scales.rows, &read.scales.blocks, &read.scales.global})
+    if (!s->empty()) zero_slots(*s, rows, op);
+}
+
 }  // namespace replayssm::cuda

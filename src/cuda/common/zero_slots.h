@@ -1,5 +1,6 @@
 // Zeroing the state/checkpoint slots of a pool on CUDA: the reset_slots of every family.
 #pragma once
+#include "replayssm/precision.h"
 #include "replayssm/ring.h"
 #include "replayssm/tensor.h"
 
@@ -11,5 +12,10 @@ namespace replayssm::cuda {
 /// CUDA; messages name "<op> state") and the rows (check_rows) before anything is enqueued on
 /// rows.stream. Shapes against a layer are the caller's (the public API checks them first).
 void zero_slots(const TensorView& state, const Rows& rows, const char* op);
+
+/// zero_slots of the checkpoint `state` and, in a split mode with a read copy, of the copy's
+/// values and scales (all-zero codes and scales decode to 0).
+void zero_split_slots(const TensorView& state, const StateMode& mode, const StateBuffer& read,
+                      const Rows& rows, const char* op);
 
 }  // namespace replayssm::cuda

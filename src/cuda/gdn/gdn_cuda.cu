@@ -10,7 +10,6 @@
 #include <string>
 
 #include "common/validate.h"
-#include "cuda/codecs/codecs_cuda.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/memory.h"
@@ -581,13 +580,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // What the ordinary rows read: kU8 stands for a quantised copy (lanes of 16-element chunks).
   const DType sdt = quant ? DType::kU8 : c.state_dtype;
   const int64_t bits = quant ? (nvfp4 ? 4 : 8) : 8 * dtype_size(c.state_dtype);
-  Plan want = forced;
-  if (quant) {  // a quantised copy is read, never folded into a state
-    check<ConfigError>(forced.route != Route::kStateAndOutput, op,
-                       ": plan route state-and-output, but the ordinary rows of a quantised read "
-                       "copy run output-only (expected route auto or output-only)");
-    want.route = Route::kOutputOnly;
-  }
+  const Plan want = quant ? quant_read_plan(forced, op) : forced;
   Plan autop = plan_replay(d, c.batch, cursors.config.L, sdt);
   override_replay_plan(autop);
   const Plan plan = resolve(want, autop, d, sdt, true, op);
@@ -714,37 +707,6 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   launch(f, fs);
 }
 
-/// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the
-/// fp32 checkpoint (u recomputed from the ring's v and beta), then the flushed slots' read copies
-/// encoded from their new checkpoints (codecs_cuda.h: byte for byte the CPU codec's encoding).
-void replay_quant_split(const Layer& layer, Cache& cache, const RingCursors& cursors,
-                        const Tokens& in, const Rows& rows, TensorView y, const Plan& forced) {
-  Cache base = cache;
-  base.mode = StateMode{};
-  base.read = StateBuffer{};
-  if (cursors.config.L == 1)  // every step a flush of the current token: the copy is never read
-    return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
-  const bool nvfp4 = cache.mode.read == StateFormat::kNvfp4;
-  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read, nvfp4);
-  replay_launch(layer, base, cursors, in, rows, y, forced, 2, {});
-  const Dims& d = layer.dims;
-  codecs::FlushedRows fr;
-  fr.slot_ids = rows.slot_ids.ptr<int32_t>();
-  fr.is_flush = cursors.is_flush.ptr<int8_t>();
-  fr.batch = static_cast<int32_t>(rows.slot_ids.shape[0]);
-  fr.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
-  fr.heads = static_cast<int32_t>(d.num_v_heads);
-  if (fr.batch == 0) return;
-  const float* x = cache.state.ptr<float>();
-  if (nvfp4) {
-    codecs::Nvfp4 out{cache.read.values, cache.read.scales.blocks, cache.read.scales.global,
-                      d.head_v_dim};
-    codecs::nvfp4_encode_flushed(x, fr, d.head_v_dim, d.head_k_dim, out, rows.stream);
-  } else {
-    codecs::Fp8Rows out{cache.read.values, cache.read.scales.rows};
-    codecs::fp8_encode_flushed(x, fr, d.head_v_dim, d.head_k_dim, out, rows.stream);
-  }
-}
 }  // namespace
 
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -760,20 +722,19 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
                    {slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, Device::kCUDA);
   validate::expect(cache.ring_beta, arg(op, "ring_beta (split mode)").c_str(),
                    {slots, d.num_v_heads, R}, {kF32}, Device::kCUDA);
-  if (quant) return replay_quant_split(layer, cache, cursors, in, rows, y, forced);
+  if (quant)  // the flush recomputes u from the ring's v and beta, then the copy is encoded
+    return run_split_quant(cache, cursors, rows, d.num_v_heads, d.head_v_dim, d.head_k_dim,
+                           [&](Cache& c, int8_t only, const StateBuffer* q, bool nvfp4) {
+                             replay_launch(layer, c, cursors, in, rows, y, forced, only, {}, q,
+                                           nvfp4);
+                           });
   run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
     replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
   });
 }
 
 void reset_slots(Cache& cache, const Rows& rows) {
-  const char* op = "gdn.reset_slots (cuda)";
-  zero_slots(cache.state, rows, op);
-  if (!cache.mode.has_read_copy()) return;
-  zero_slots(cache.read.values, rows, op);  // all-zero codes and scales decode to 0
-  for (const TensorView* s : {&cache.read.scales.rows, &cache.read.scales.blocks,
-                              &cache.read.scales.global})
-    if (!s->empty()) zero_slots(*s, rows, op);
+  zero_split_slots(cache.state, cache.mode, cache.read, rows, "gdn.reset_slots (cuda)");
 }
 
 }  // namespace replayssm::cuda::gdn

@@ -527,13 +527,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   const bool nvfp4 = quant && cache_read_nvfp4;
   const int bits = quant ? (nvfp4 ? 4 : 8) : bits_of(c.state_dtype);
   bool group = false;
-  Plan want = forced;
-  if (quant) {  // a quantised copy is read, never folded into a state
-    check<ConfigError>(forced.route != Route::kStateAndOutput, op,
-                       ": plan route state-and-output, but the ordinary rows of a quantised read "
-                       "copy run output-only (expected route auto or output-only)");
-    want.route = Route::kOutputOnly;
-  }
+  const Plan want = quant ? quant_read_plan(forced, op) : forced;
   const Plan plan = resolve_replay(want, d, c.batch, cursors.config.L, bits, c.ring_dtype, op, group);
   // The group kernel copies ring x rows in 16-byte pieces.
   if (reinterpret_cast<uintptr_t>(cache.ring_x.data) % 16 != 0) {
@@ -657,35 +651,6 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   enqueue(f, fs);
 }
 
-/// A quantised split mode's step: the ordinary rows over the read copy, the flush rows over the
-/// fp32 checkpoint, then the flushed slots' read copies derived from their new checkpoints.
-void replay_quant_split(const Layer& layer, Cache& cache, const RingCursors& cursors,
-                        const Tokens& in, const Rows& rows, TensorView y, const Plan& forced) {
-  Cache base = cache;
-  base.mode = StateMode{};
-  base.read = StateBuffer{};
-  if (cursors.config.L == 1)  // every step a flush of the current token: the copy is never read
-    return replay_launch(layer, base, cursors, in, rows, y, forced, 0, {});
-  replay_launch(layer, base, cursors, in, rows, y, forced, 1, {}, &cache.read,
-                cache.mode.read == StateFormat::kNvfp4);
-  replay_launch(layer, base, cursors, in, rows, y, forced, 2, {});
-  const Dims& d = layer.dims;
-  codecs::FlushedRows fr;
-  fr.slot_ids = rows.slot_ids.ptr<int32_t>();
-  fr.is_flush = cursors.is_flush.ptr<int8_t>();
-  fr.batch = static_cast<int32_t>(rows.slot_ids.shape[0]);
-  fr.slots = static_cast<int32_t>(std::min<int64_t>(cache.state.shape[0], INT32_MAX));
-  fr.heads = static_cast<int32_t>(d.nheads);
-  const float* x = cache.state.ptr<float>();
-  if (cache.mode.read == StateFormat::kNvfp4) {
-    codecs::Nvfp4 out{cache.read.values, cache.read.scales.blocks, cache.read.scales.global,
-                      d.headdim};
-    codecs::nvfp4_encode_flushed(x, fr, d.headdim, d.d_state, out, rows.stream);
-  } else {
-    codecs::Fp8Rows out{cache.read.values, cache.read.scales.rows};
-    codecs::fp8_encode_flushed(x, fr, d.headdim, d.d_state, out, rows.stream);
-  }
-}
 }  // namespace
 
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -696,7 +661,11 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
   const char* op = "mamba2.replay_step (cuda)";
   if (check_split(cache.mode, cache.state, cache.read, d.nheads, d.headdim, d.d_state,
                   /*quant=*/true, op))
-    return replay_quant_split(layer, cache, cursors, in, rows, y, forced);
+    return run_split_quant(cache, cursors, rows, d.nheads, d.headdim, d.d_state,
+                           [&](Cache& c, int8_t only, const StateBuffer* q, bool nvfp4) {
+                             replay_launch(layer, c, cursors, in, rows, y, forced, only, {}, q,
+                                           nvfp4);
+                           });
   run_split16(cache, cursors.config.L, [&](Cache& c, int8_t only, const TensorView& copy) {
     replay_launch(layer, c, cursors, in, rows, y, forced, only, copy);
   });
