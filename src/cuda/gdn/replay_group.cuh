@@ -46,11 +46,11 @@ namespace replayssm::cuda::gdn {
 // the GDN instantiation at 4 rows per thread fits 96 registers and a fourth block per SM.
 // KDA keeps the bound of 3 blocks per SM (its fold instantiation spills at 96 registers); its
 // ordinary launch compiles to 80 registers, so where its shared memory allows (L <= 8) a fourth
-// block fits anyway (bench/NOTES_gdn.md "Session 17"). Quantised copies too: a lane's 16 columns
-// of k^ and q^ (and their 2^14-scaled copies) spill 500-650 bytes at 96 registers (ptxas).
+// block fits anyway (bench/NOTES_gdn.md "Session 17"). A GDN quantised copy's ordinary launch fits
+// the 96 registers too (4 bytes of spill at K = 128, ptxas) since its chain warp stages ring k^
+// two records per row group (RB below; at four it spilled 500-650 bytes).
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
-__global__ void __launch_bounds__(kGroupThreads,
-                                  RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
+__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
     replay_group_kernel(const StepParams p) {
   constexpr bool QUANT = kQuantState<TState>;
   constexpr int BITS = kStateBits<TState>;
