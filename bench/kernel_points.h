@@ -33,7 +33,7 @@ struct KernelConfig {
   std::vector<int64_t> sweep_batches;
   DType state = DType::kF32;            ///< state / checkpoint dtype
   StateFormat read = StateFormat::kFp32;  ///< split modes: the read copy's format, else kFp32
-                                          ///< (no copy; quantised copies: Mamba-2 only)
+                                          ///< (no copy)
   uint64_t seed = 1;
   TimingConfig timing;
   double copy_gbps = 0;                 ///< for pct_copy_bw

@@ -37,13 +37,20 @@ namespace {
 
 bool quantised(StateFormat f) { return f == StateFormat::kFp8 || f == StateFormat::kNvfp4; }
 
+/// `plan` (kernel != 0): the split pool's steps run cuda::gdn::replay_step with it (a forced
+/// plan: the shapes the dispatcher picks at large batches, here at batch 6).
 void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L, int steps,
-               uint64_t seed) {
+               uint64_t seed, const cg::Plan& plan = {}) {
   const StateMode mode{StateFormat::kFp32, read, false};
   const bool quant = quantised(read);
   GpuCfg s = make_setup(shape, gate, in, kF32, L, 9);
   s.beta_bf16 = in == kBF16;
-  SCOPED_TRACE(s.describe() + ", mode " + mode.name() + ", seed " + std::to_string(seed));
+  SCOPED_TRACE(s.describe() + ", mode " + mode.name() + ", seed " + std::to_string(seed) +
+               (plan.kernel ? ", forced plan rpt " + std::to_string(plan.rows_per_thread) +
+                                  " hpb " + std::to_string(plan.heads_per_block) + " uph " +
+                                  std::to_string(plan.units_per_head) + " stages " +
+                                  std::to_string(plan.stages)
+                            : std::string()));
   Rng rng(seed);
   const DevLayer layer(s, rng);
   DevPool fp32(s, L, rng), split(s, L, rng);
@@ -110,7 +117,10 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
     const std::vector<std::vector<uint8_t>> C_before = copy_bytes();
     gdn::Cache ca = fp32.cache(), cb = split_cache();
     gdn::replay_step(layer.layer, ca, fp32.cursors(), sa.tokens(), sa.rows(-1), sa.y.view());
-    gdn::replay_step(layer.layer, cb, split.cursors(), sb.tokens(), sb.rows(-1), sb.y.view());
+    if (plan.kernel)
+      cg::replay_step(layer.layer, cb, split.cursors(), sb.tokens(), sb.rows(-1), sb.y.view(), plan);
+    else
+      gdn::replay_step(layer.layer, cb, split.cursors(), sb.tokens(), sb.rows(-1), sb.y.view());
     cuda::device_synchronize();
     const DevPool::Snapshot after = split.snapshot();
     commit_step(fp32, ids, -1);
@@ -157,11 +167,10 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
       } else if (quant) {
         ASSERT_EQ(copy_slot(C_after, slot), copy_slot(C_before, slot))
             << "read copy of slot " << slot << " changed without a flush";
-        // The oracle from what the GPU stored: checkpoint, ring, cursor and the decoded copy;
-        // nothing but float32 sums lies between them (the decoded elements are exact).
+        // The oracle from what the GPU stored: ring, cursor and the decoded copy (an ordinary
+        // step reads no checkpoint); nothing but float32 sums lies between them (the decoded
+        // elements are exact). Rows before a sequence's first flush read its zeroed copy.
         ref::GdnSeq q = ref::gdn_new_seq(layer.ref, s.ring);
-        q.S0.assign(n, 0.0);
-        for (int64_t i = 0; i < n; ++i) q.S0[i] = cuda_test::decode(kF32, S_before.data(), slot * n + i);
         for (int64_t r = 0; r < split.R; ++r)
           q.ring[r] = split.record(ring_before[0], ring_before[1], ring_before[2], slot, r);
         q.cursor = split.cursor(before, slot);
@@ -235,6 +244,16 @@ TEST(GdnCudaModes, QuantisedReadCopiesMatchTheOracleAndKeepTheFp32Recurrence) {
     }
   run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kNvfp4, 16, 24, test_seed(16013));
   run_split(kKimi, Gate::kChannel, kF32, StateFormat::kFp8, 8, 16, test_seed(16015));
+  run_split(kKimi, Gate::kChannel, kBF16, StateFormat::kNvfp4, 8, 16, test_seed(16017));
+  // The plans of the batches the dispatcher replays these modes at (bandwidth-bound: two value
+  // heads per block, two units each, two stages), and 8 rows per thread.
+  cg::Plan wide;
+  wide.kernel = 2, wide.rows_per_thread = 4, wide.heads_per_block = 2, wide.units_per_head = 2;
+  wide.stages = 2, wide.prefetch_ring = 0;
+  run_split(kQwen4B, Gate::kScalar, kBF16, StateFormat::kFp8, 16, 24, test_seed(16018), wide);
+  cg::Plan rpt8 = wide;
+  rpt8.rows_per_thread = 8, rpt8.units_per_head = 1;
+  run_split(kQwen4B, Gate::kScalar, kF32, StateFormat::kNvfp4, 16, 24, test_seed(16019), rpt8);
 }
 
 TEST(GdnCudaModes, MisshapenMisalignedOrMisroutedQuantisedCopiesAreRejected) {

@@ -73,7 +73,9 @@ struct Tokens {
 ///     recomputes every correction exactly from the float32-decoded checkpoint, record by record
 ///     (u_j = beta_j (v_j - S (alpha_j . k^_j)); S <- S diag(alpha_j) + u_j k^_j^T: the
 ///     conventional step's own arithmetic), then takes the token's conventional step (y from the
-///     new float32 state), writes the checkpoint back and derives `read` from the new state. With
+///     new float32 state), writes the checkpoint back and derives `read` from the new state (at
+///     L = 1, where every step is a flush of the current token and nothing reads `read`, the
+///     CUDA backend runs the fp32 conventional step and leaves `read` as it is). With
 ///     an fp32 recurrence a flushed checkpoint therefore equals the conventional fp32 state of the
 ///     same tokens bit for bit. Ring cost: R (HV V + HV) * 4 more bytes per slot.
 ///   shared-<f> (conventional_step only): state is the one state in format f (nvfp4: uint8

@@ -584,6 +584,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   Plan autop = plan_replay(d, c.batch, cursors.config.L, sdt);
   override_replay_plan(autop);
   const Plan plan = resolve(want, autop, d, sdt, true, op);
+  if (only == 1) {  // a split mode: the flush call's plan (fp32 checkpoint), checked up front
+    Plan fauto = plan_replay(d, c.batch, cursors.config.L, kF32);
+    override_replay_plan(fauto);
+    resolve(forced, fauto, d, kF32, true, op);
+  }
   const int64_t R = cursors.config.rows();
   const bool group = plan.kernel == 2;
   check<UnsupportedError>(only == 0 || group, op, ": split state modes run on the group kernel, "

@@ -83,10 +83,12 @@ struct Plan {
 /// RSSM_GDN_CONVENTIONAL_PLAN="rpt=8,rows=64,bulk=1" (any subset), applied where the step resolves
 /// its plan (not here), checked like a forced plan.
 Plan plan_conventional(const Dims& dims, int64_t batch, DType state_dtype);
-/// The dispatcher's choice for a replay step with ring length L (every field resolved). Tuning
-/// runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,rpt=4,hpb=2,
-/// uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1,fthreads=128,fpipe=0" (any subset; pdl:
-/// overlap, fthreads: flush_threads, fpipe: flush_pipeline), checked like a forced plan.
+/// The dispatcher's choice for a replay step with ring length L (every field resolved) whose
+/// ordinary rows read state_dtype: float32, float16 or bfloat16 (a checkpoint or a 16-bit read
+/// copy), or uint8 for a quantised read copy (fp32/fp8, fp32/nvfp4: lanes of 16-element chunks).
+/// Tuning runs may override fields through the environment: RSSM_GDN_REPLAY_PLAN="kernel=2,
+/// rpt=4,hpb=2,uph=4,stages=3,prefetch=0,flush=0,exit=1,pdl=1,fthreads=128,fpipe=0" (any subset;
+/// pdl: overlap, fthreads: flush_threads, fpipe: flush_pipeline), checked like a forced plan.
 Plan plan_replay(const Dims& dims, int64_t batch, int32_t L, DType state_dtype);
 
 /// gdn::conventional_step on CUDA tensors.
@@ -94,7 +96,10 @@ void conventional_step(const Layer& layer, Cache& cache, const Tokens& in, const
                        TensorView y, const Plan& plan = {});
 
 /// gdn::replay_step on CUDA tensors: per row, cursors.is_flush (read on the device) selects the
-/// flush or the ordinary step, so one launch (and one CUDA graph) serves every mix of rows.
+/// flush or the ordinary step, so one set of launches (and one CUDA graph) serves every mix of
+/// rows: the ordinary and the flush launch (split modes: the first over the read copy, the second
+/// over the fp32 checkpoint; quantised copies then a third that encodes the flushed slots'
+/// copies). Every argument and the plans of all its launches are checked before any is enqueued.
 void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
                  const Rows& rows, TensorView y, const Plan& plan = {});
 
