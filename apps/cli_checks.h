@@ -33,9 +33,11 @@ CLI::Validator in_range(T lo, T hi) {
       [lo, hi, text](std::string& s) -> std::string {
         T x{};
         if (!parse_decimal(s, x)) {
-          // A whole number too large for T is out of range, not "not a whole number".
-          long double wide = 0;
-          if (parse_decimal(s, wide) && std::is_integral_v<T> && wide == std::floor(wide))
+          // Decimal digits too many for T are out of range, not "not a whole number" (but "1e3"
+          // is not a whole number as written).
+          const size_t d0 = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+          if (std::is_integral_v<T> && s.size() > d0 &&
+              s.find_first_not_of("0123456789", d0) == std::string::npos)
             return "value " + s + " not in range " + text(lo) + " to " + text(hi);
           return "'" + s + "' is not " + (std::is_integral_v<T> ? "a whole number" : "a number");
         }

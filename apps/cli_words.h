@@ -49,16 +49,22 @@ inline std::string unknown_command(CLI::App& app, int argc, char** argv, const s
   return "";
 }
 
-/// A list option (comma-separated) among `lists` with an empty element: CLI11 would drop it
-/// silently. Returns "" or the error.
+/// A list option (comma-separated) among `lists` with an empty element, given as `--name VALUE`
+/// or `--name=VALUE`: CLI11 would drop it silently. Returns "" or the error.
 inline std::string empty_list_element(int argc, char** argv,
                                       std::initializer_list<const char*> lists) {
-  for (int i = 1; i + 1 < argc; ++i)
+  for (int i = 1; i < argc; ++i)
     for (const char* name : lists) {
-      const std::string v = argv[i + 1];
-      if (argv[i] != std::string(name)) continue;
+      const std::string a = argv[i], n = name, eq = n + "=";
+      std::string v;
+      if (a == n && i + 1 < argc)
+        v = argv[i + 1];
+      else if (a.rfind(eq, 0) == 0)
+        v = a.substr(eq.size());
+      else
+        continue;
       if (v.empty() || v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
-        return std::string(name) + ": empty element in '" + v + "'";
+        return n + ": empty element in '" + v + "'";
     }
   return "";
 }
