@@ -1,6 +1,7 @@
 #include "model/checks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "model/state_store.h"
@@ -74,6 +75,13 @@ ModelOptions resolve_options(const ModelConfig& cfg, const ModelOptions& opt) {
   check_state_option(opt);
   check<ConfigError>(opt.spec_T >= 0 && opt.spec_T <= 8, "speculative T is ", opt.spec_T,
                      ", expected 1..8 (0: no speculative decoding)");
+  check<ConfigError>(std::isfinite(opt.dt_floor) && opt.dt_floor >= 0, "dt floor is ",
+                     opt.dt_floor, ", expected a finite value >= 0 (0: none)");
+  const bool mamba2 = std::any_of(cfg.layers.begin(), cfg.layers.end(),
+                                  [](BlockKind k) { return k == BlockKind::kMamba2; });
+  check<ConfigError>(opt.dt_floor == 0 || mamba2, "dt floor is ", opt.dt_floor,
+                     ", but the model has no Mamba-2 layer (the floor clamps Mamba-2's dt; "
+                     "expected 0)");
   ModelOptions out = opt;
   if (out.ring_L == 0) {
     out.ring_L = auto_ring_length(cfg, out.max_slots, out.state);

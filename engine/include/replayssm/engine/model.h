@@ -52,7 +52,8 @@ struct ModelOptions {
   int32_t max_slots = 8;          ///< sequences resident at once
   int32_t max_context = 2048;     ///< tokens per sequence (sizes the KV caches)
   /// Mamba-2: clamp dt from below at this value after softplus (0: none). Reproduces HF versions
-  /// whose torch path floors dt at time_step_min (models.md §2.3).
+  /// whose torch path floors dt at time_step_min (models.md §2.3). ConfigError when negative,
+  /// not finite, or nonzero for a model without Mamba-2 layers.
   double dt_floor = 0.0;
   /// Speculative decoding (DESIGN.md §2 "Speculative decoding"): the most tokens one row may feed
   /// per verify() step, 1..8 (the last accepted token + up to spec_T - 1 drafts); 0: no verify
