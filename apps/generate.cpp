@@ -217,12 +217,21 @@ int generate(const GenerateOptions& o) {
   }
   const auto& s = main_run.stats;
   fmt::print("{}: {} request{}, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} "
-             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {})\n",
+             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {}{})\n",
              opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens,
              s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm, main_run.ring,
-             batch_size(opt, reqs.size()));
+             batch_size(opt, reqs.size()),
+             opt.state == "fp32" || opt.state == "fp32/fp32" ? "" : ", state " + opt.state);
+  // A split mode (recurrence/read) at L = 1 flushes every step: its read copy is never read.
+  const bool split = opt.state.find('/') != std::string::npos && opt.state != "fp32/fp32";
+  if (split && main_run.ring == 1 && opt.speculate == 0 && opt.ssm != "conventional")
+    fmt::print("note: at L = 1 every step is a flush, so the {} read copy is never read (each "
+               "step folds its token into the fp32 checkpoint); {}\n",
+               opt.state,
+               opt.ring == 0 ? "the dispatcher chose L = 1 for this batch, -L 16 forces replay"
+                             : "use -L >= 2 to read it");
   if (opt.speculate > 0) {
     const auto& sp = main_run.spec;
     fmt::print("speculative: T {}, drafter {}, {} mode: mean accepted {:.2f} tokens per step "
@@ -344,7 +353,7 @@ void add_generate(CLI::App& app, Action& action) {
                                        "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
                                        "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16, fp32/fp8, "
-                                       "fp32/nvfp4 on Mamba-2");
+                                       "fp32/nvfp4 (Mamba-2 and GDN layers)");
   sub->add_option("--batch", o->batch, "requests decoded at once (at most the number of requests)")
       ->check(in_range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(in_range(1, 1 << 20));

@@ -46,7 +46,9 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
     const ModelOptions& ro = m->options();
     if (engine_state_mode(ro.state).is_split() && ro.ssm == SsmMode::kReplay)
       check<ConfigError>(ro.ring_L >= 2 && n - 1 > ro.ring_L, "'", c.label, "': a split state "
-                         "mode at ring length L = ", ro.ring_L, " over windows of ", n,
+                         "mode at ring length L = ", ro.ring_L,
+                         c.options.ring_L == 0 ? " (the dispatcher's choice for this batch)" : "",
+                         " over windows of ", n,
                          " tokens never reads its read copy (L = 1 flushes every step; the first "
                          "flush comes at step L - 1): use L >= 2 and windows of more than L + 1 "
                          "tokens");
