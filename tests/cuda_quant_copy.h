@@ -89,4 +89,10 @@ struct DevCopy {
   }
 };
 
+/// `t` moved `bytes` bytes on (a misaligned view for the alignment checks).
+inline TensorView shifted(TensorView t, int bytes) {
+  t.data = static_cast<uint8_t*>(t.data) + bytes;
+  return t;
+}
+
 }  // namespace replayssm::testing::cuda_test

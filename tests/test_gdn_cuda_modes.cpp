@@ -285,10 +285,6 @@ TEST(GdnCudaModes, MisshapenMisalignedOrMisroutedQuantisedCopiesAreRejected) {
     }
     return "";
   };
-  auto shift = [](TensorView t, int bytes) {
-    t.data = static_cast<uint8_t*>(t.data) + bytes;
-    return t;
-  };
   const cg::Plan autop;
   StateBuffer bad = nv.buffer();
   bad.scales.blocks = wrong.view();
@@ -299,13 +295,13 @@ TEST(GdnCudaModes, MisshapenMisalignedOrMisroutedQuantisedCopiesAreRejected) {
     TensorView& t = std::string(what) == "values"          ? b.values
                     : std::string(what) == "scales.blocks" ? b.scales.blocks
                                                            : b.scales.global;
-    t = shift(t, std::string(what) == "values" ? 1 : 2);
+    t = cuda_test::shifted(t, std::string(what) == "values" ? 1 : 2);
     const std::string m = message("fp32/nvfp4", b, autop, ConfigError(""));
     EXPECT_NE(m.find(what), std::string::npos) << what << ": '" << m << "'";
     EXPECT_NE(m.find("aligned"), std::string::npos) << m;
   }
   StateBuffer rows = f8.buffer();
-  rows.scales.rows = shift(rows.scales.rows, 2);
+  rows.scales.rows = cuda_test::shifted(rows.scales.rows, 2);
   EXPECT_NE(message("fp32/fp8", rows, autop, ConfigError("")).find("scales.rows"),
             std::string::npos);
   // A quantised copy is read output-only: a forced state-and-output route is refused.

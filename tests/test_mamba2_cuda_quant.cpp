@@ -152,10 +152,6 @@ TEST(Mamba2CudaQuantModes, MisshapenMisalignedOrMisroutedCopiesAreRejected) {
     }
     return "";
   };
-  auto shift = [](TensorView t, int bytes) {
-    t.data = static_cast<uint8_t*>(t.data) + bytes;
-    return t;
-  };
   const cuda::mamba2::Plan autop;
   StateBuffer bad = nv.buffer();
   bad.scales.blocks = wrong.view();
@@ -165,13 +161,13 @@ TEST(Mamba2CudaQuantModes, MisshapenMisalignedOrMisroutedCopiesAreRejected) {
   const std::vector<std::pair<std::string, StateBuffer>> misaligned = [&] {
     std::vector<std::pair<std::string, StateBuffer>> v;
     StateBuffer b = nv.buffer();
-    b.values = shift(b.values, 1);
+    b.values = shifted(b.values, 1);
     v.emplace_back("values", b);
     b = nv.buffer();
-    b.scales.blocks = shift(b.scales.blocks, 2);
+    b.scales.blocks = shifted(b.scales.blocks, 2);
     v.emplace_back("scales.blocks", b);
     b = nv.buffer();
-    b.scales.global = shift(b.scales.global, 2);
+    b.scales.global = shifted(b.scales.global, 2);
     v.emplace_back("scales.global", b);
     return v;
   }();
@@ -181,7 +177,7 @@ TEST(Mamba2CudaQuantModes, MisshapenMisalignedOrMisroutedCopiesAreRejected) {
     EXPECT_NE(m.find("aligned"), std::string::npos) << m;
   }
   StateBuffer rows = f8.buffer();
-  rows.scales.rows = shift(rows.scales.rows, 2);
+  rows.scales.rows = shifted(rows.scales.rows, 2);
   const std::string m = message("fp32/fp8", rows, autop, ConfigError(""));
   EXPECT_NE(m.find("scales.rows"), std::string::npos) << "'" << m << "'";
   // A quantised copy is read output-only: a forced state-and-output route is refused.
