@@ -152,7 +152,8 @@ void add_eval(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
                                         "choice)")
-      ->check(in_range(0, 64));
+      ->check(in_range(0, 64))
+      ->capture_default_str();
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--json", a->json_out,
