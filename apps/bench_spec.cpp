@@ -182,10 +182,7 @@ int run_spec(const SpecArgs& args) {
     }
   if (!a.drafter.empty()) {  // the drafter and prompts before any output (one-line errors)
     (void)served_requests(a.prompts_file, 1, a.prompt_len, a.new_tokens);
-    const bool model_spec = a.drafter.rfind("model:", 0) == 0 && a.drafter.size() > 6;
-    check<ConfigError>(a.drafter == "ngram" || model_spec, "bench spec: unknown drafter '",
-                       a.drafter, "', expected ngram or model:DIR");
-    if (a.drafter != "ngram") {
+    if (a.drafter != "ngram") {  // model:DIR (drafter_spec checked the form while parsing)
       const engine::Checkpoint draft = engine::Checkpoint::open(a.drafter.substr(6));
       const int64_t dv = engine::parse_config(draft.config()).vocab_size;
       check<ConfigError>(dv == src.cfg.vocab_size, "bench spec: draft model ", a.drafter.substr(6),
@@ -410,7 +407,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_option("--drafter", a->drafter,
                   "time the serving loops with a real drafter on --prompts instead of an "
                   "acceptance trace: ngram or model:DIR (a draft model with the same vocabulary)")
-      ->check(non_empty());
+      ->check(drafter_spec());
   sub->add_option("--prompts", a->prompts_file,
                   "with --drafter: a text file, one prompt per line (lines shorter than "
                   "--prompt-len are skipped, the others cut to it; cycled to fill a batch)")

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -68,6 +69,23 @@ inline CLI::Validator non_empty() {
         return s.empty() ? std::string("an empty value, expected a path") : std::string();
       },
       "");
+}
+
+/// A drafter: "ngram" (prompt lookup) or "model:DIR" with DIR a folder holding config.json,
+/// checked while parsing so that the error names the option.
+inline CLI::Validator drafter_spec() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "ngram") return std::string();
+        if (s.rfind("model:", 0) != 0) return "'" + s + "': expected ngram or model:DIR";
+        const std::filesystem::path dir = s.substr(6);
+        if (!std::filesystem::is_directory(dir))
+          return "'" + dir.string() + "': no such directory (model:DIR)";
+        if (!std::filesystem::is_regular_file(dir / "config.json"))
+          return "'" + dir.string() + "': no config.json, not a checkpoint (model:DIR)";
+        return std::string();
+      },
+      "ngram|model:DIR");
 }
 
 /// A seed: a whole number 0 .. 2^64 - 1, written in decimal digits.

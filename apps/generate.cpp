@@ -372,18 +372,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
                   "same vocabulary, greedy)")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {  // here, so that the error names --drafter
-            if (s == "ngram") return std::string();
-            if (s.rfind("model:", 0) != 0) return "'" + s + "': expected ngram or model:DIR";
-            const std::filesystem::path dir = s.substr(6);
-            if (!std::filesystem::is_directory(dir))
-              return "'" + dir.string() + "': no such directory (model:DIR)";
-            if (!std::filesystem::is_regular_file(dir / "config.json"))
-              return "'" + dir.string() + "': no config.json, not a checkpoint (model:DIR)";
-            return std::string();
-          },
-          "ngram|model:DIR"))
+      ->check(drafter_spec())
       ->needs(spec);
   sub->add_option("--spec-mode", o->spec_mode,
                   "with --speculate: replay (ReplaySSM verify) or snapshot (the peers' baseline: "
