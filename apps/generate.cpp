@@ -332,6 +332,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
+            if (s.empty()) return "an empty value, expected comma-separated token ids";
             try {
               (void)parse_ids(s);
             } catch (const Error& e) {  // CLI11 puts the option's name in front
