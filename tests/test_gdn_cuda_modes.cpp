@@ -62,13 +62,9 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
   auto copy_bytes = [&] {
     return quant ? qcopy.download() : std::vector<std::vector<uint8_t>>{copy.download()};
   };
+  // One slot's bytes of each tensor (16-bit copies too: DevCopy::slot_of splits any list).
   auto copy_slot = [&](const std::vector<std::vector<uint8_t>>& all, int32_t slot) {
-    std::vector<std::vector<uint8_t>> out;
-    for (const auto& t : all) {
-      const size_t per = t.size() / static_cast<size_t>(s.slots);
-      out.emplace_back(t.begin() + slot * per, t.begin() + (slot + 1) * per);
-    }
-    return out;
+    return qcopy.slot_of(all, slot);
   };
   DeviceBuffer ring_v(kF32, {s.slots, sh.HV, L, sh.V}, 192), ring_beta(kF32, {s.slots, sh.HV, L}, 193);
   auto split_cache = [&] {

@@ -20,7 +20,6 @@
 #include "cuda/mamba2/mamba2_cuda.h"
 #include "cuda_quant_copy.h"
 #include "cuda_test_util.h"
-#include "replayssm/codecs.h"
 #include "replayssm/errors.h"
 #include "replayssm/mamba2.h"
 #include "replayssm/precision.h"

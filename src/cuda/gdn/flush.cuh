@@ -352,7 +352,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     if (lr == 0) y[v0 + r] = from_f32<TIn>(yu.x);
     store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
     if (EXACT && p.copy) {  // a 16-bit read copy, rounded from the same fp32 row (quantised
-                            // copies are encoded after the launch: gdn_cuda.cu)
+                            // copies are encoded after the launch: split_modes.h)
       const int64_t off = (sv * p.V + v0 + r) * K;
 #pragma unroll
       for (int c = 0; c < CPL; ++c) {
