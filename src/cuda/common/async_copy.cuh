@@ -30,6 +30,18 @@ __device__ __forceinline__ void cp_async_chunk(void* smem, const void* gmem) {
     cp_async_small<Bytes>(smem, gmem);
 }
 
+/// As cp_async_chunk, to a shared-memory address already in the shared window (the 32-bit
+/// address of __cvta_generic_to_shared): loops that copy many chunks convert once, not per copy.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_chunk_at(unsigned smem, const void* gmem) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem), "l"(gmem), "n"(Bytes)
+                 : "memory");
+}
+
 /// Closes the group of the copies issued since the last commit (possibly empty).
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

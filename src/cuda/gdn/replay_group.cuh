@@ -148,31 +148,39 @@ __global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4
     if (++st == NS) st = 0;
   };
   // Stream threads: the next unit's rows into its stage (one copy group, empty past the last
-  // unit); called for units 0, 1, 2, .. in order.
+  // unit); called for units 0, 1, 2, .. in order. Addresses are this thread's first row's, set
+  // up once: a unit adds (head, unit) offsets, a row a constant stride (the per-copy 64-bit
+  // address arithmetic was a tenth of the instructions of an NVFP4 ordinary launch, ncu).
+  constexpr int ROWB = RS * static_cast<int>(sizeof(TState));  // bytes per checkpoint row
+  constexpr int SRB = BITS == 4 ? K / 16 : 4;                 // bytes of a row's scales
+  const int col_b = Lay::col(0, lr) / EPU * static_cast<int>(sizeof(TState));
+  const unsigned s_rows =
+      static_cast<unsigned>(__cvta_generic_to_shared(smem)) + grp * RPT * ROWB + col_b;
+  const unsigned s_side = static_cast<unsigned>(__cvta_generic_to_shared(smem + sm.side)) +
+                          (grp * RPT * LPR + lr) * 4;
+  const char* g_rows = reinterpret_cast<const char*>(rows_of(vh0, ru * UPH * U)) +
+                       static_cast<int64_t>(grp * RPT) * ROWB + col_b;
+  const char* g_side = nullptr;
+  if constexpr (QUANT)  // NVFP4: the word holding E4M3 block scale lr; FP8: the row's float
+    g_side = static_cast<const char*>(p.read_scales) +
+             ((static_cast<int64_t>(slot) * p.HV + vh0) * p.V + ru * UPH * U + grp * RPT) * SRB +
+             (BITS == 4 ? (lr / 4) * 4 : 0);
   int ik = 0, ihd = 0, iuu = 0, ist = 0;
   auto issue = [&] {
     if (ik < NU) {
-      TState* dst = reinterpret_cast<TState*>(smem + ist * sm.stage) + grp * RPT * RS;
-      const int row0 = (ru * UPH + iuu) * U;
-      const TState* src = rows_of(vh0 + ihd, row0) + grp * RPT * RS;
-      const int n = min(U, p.V - row0) - grp * RPT;  // this thread's rows in the unit
+      const int urow = ihd * p.V + iuu * U;  // the unit's first row from the block's first
+      const unsigned s = s_rows + ist * static_cast<unsigned>(sm.stage) * 4u;
+      const char* g = g_rows + static_cast<int64_t>(urow) * ROWB;
+      const int n = min(U, p.V - (ru * UPH + iuu) * U) - grp * RPT;  // this thread's rows
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         if (i < n) {
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async_chunk<CB>(dst + i * RS + Lay::col(c, lr) / EPU,
-                               src + i * RS + Lay::col(c, lr) / EPU);
-          if constexpr (QUANT) {  // the chunk's scale word, into the lane's own word of the stage
-            const int64_t row = (static_cast<int64_t>(slot) * p.HV + vh0 + ihd) * p.V + row0 +
-                                grp * RPT + i;
-            const void* scale;
-            if constexpr (BITS == 4)  // the word holding E4M3 block scale lr of the row
-              scale = static_cast<const uint8_t*>(p.read_scales) + row * (K / 16) + (lr / 4) * 4;
-            else
-              scale = static_cast<const float*>(p.read_scales) + row;
-            cp_async_small<4>(smem + ist * sm.stage + sm.side + (grp * RPT + i) * LPR + lr, scale);
-          }
+            cp_async_chunk_at<CB>(s + i * ROWB + c * LPR * CB, g + i * ROWB + c * LPR * CB);
+          if constexpr (QUANT)  // the chunk's scale word, into the lane's own word of the stage
+            cp_async_chunk_at<4>(s_side + ist * static_cast<unsigned>(sm.stage) * 4u + i * LPR * 4,
+                                 g_side + static_cast<int64_t>(urow) * SRB + i * SRB);
         }
       }
     }
