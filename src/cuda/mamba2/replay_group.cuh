@@ -135,27 +135,38 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
   };
 
   // Streaming threads: head k's rows into stage(k) (one copy group, empty past the last head).
+  // Addresses are this thread's first row's, set up once: a head adds its offset, a row a stride
+  // (as the GDN group kernel's issue(): no 64-bit address arithmetic or shared-window
+  // conversion per copy).
+  constexpr int ROWB = RS * static_cast<int>(sizeof(TState));  // bytes per checkpoint row
+  constexpr int SRB = BITS == 4 ? N / 16 : 4;                 // bytes of a row's scales
+  const int col_b = Lay::col(0, lr) / EPU * static_cast<int>(sizeof(TState));
+  const unsigned s_rows =
+      static_cast<unsigned>(__cvta_generic_to_shared(smem)) + grp * ROWB + col_b;
+  const unsigned s_side =
+      static_cast<unsigned>(__cvta_generic_to_shared(smem + sm.side)) + (grp * LPR + lr) * 4;
+  const char* const g_rows =
+      reinterpret_cast<const char*>(S0) + static_cast<int64_t>(grp) * ROWB + col_b;
+  const char* g_side = nullptr;
+  if constexpr (QUANT)  // NVFP4: the word holding E4M3 block scale lr; FP8: the row's float
+    g_side = static_cast<const char*>(p.read_scales) + (sh0 * p.P + p0 + grp) * SRB +
+             (BITS == 4 ? (lr / 4) * 4 : 0);
   auto issue = [&](int k) {
     if (k < K) {
-      TState* dst = reinterpret_cast<TState*>(stage(k));
-      const TState* src = S0 + static_cast<int64_t>(k) * p.P * RS;
+      const unsigned st = (QUANT ? k : k & 1) * static_cast<unsigned>(sm.tile) * 4u;
+      const char* const gk = g_rows + static_cast<int64_t>(k) * p.P * ROWB;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         const int r = grp + i * pass;
         if (r < nrows) {
+          const int dr = i * pass;  // rows past the thread's first
 #pragma unroll
           for (int c = 0; c < CPL; ++c)
-            cp_async_chunk<CB>(dst + r * RS + Lay::col(c, lr) / EPU,
-                               src + static_cast<int64_t>(r) * RS + Lay::col(c, lr) / EPU);
-          if constexpr (QUANT) {  // this chunk's scale into the lane's own word of the stage
-            const int64_t row = (sh0 + k) * p.P + p0 + r;
-            const void* scale;
-            if constexpr (BITS == 4)  // the word holding E4M3 block scale lr of the row
-              scale = static_cast<const uint8_t*>(p.read_scales) + row * (N / 16) + (lr / 4) * 4;
-            else
-              scale = static_cast<const float*>(p.read_scales) + row;
-            cp_async_small<4>(stage(k) + sm.side + r * LPR + lr, scale);
-          }
+            cp_async_chunk_at<CB>(s_rows + st + dr * ROWB + c * LPR * CB,
+                                  gk + static_cast<int64_t>(dr) * ROWB + c * LPR * CB);
+          if constexpr (QUANT)  // this chunk's scale into the lane's own word of the stage
+            cp_async_chunk_at<4>(s_side + st + dr * LPR * 4,
+                                 g_side + (static_cast<int64_t>(k) * p.P + dr) * SRB);
         }
       }
     }
