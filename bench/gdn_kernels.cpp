@@ -41,8 +41,9 @@ struct GdnFamily {
   }
 
   static const char* route_name(Route r) { return cg::route_name(r); }
-  std::unique_ptr<GdnPool> make_pool(int64_t batch, int R, uint64_t seed, cudaStream_t s) const {
-    return std::make_unique<GdnPool>(dims, batch, state, R, seed, s, read);
+  std::unique_ptr<GdnPool> make_pool(int64_t batch, int R, uint64_t seed, cudaStream_t s,
+                                     bool dense_slots) const {
+    return std::make_unique<GdnPool>(dims, batch, state, R, seed, s, read, dense_slots);
   }
   cg::Plan plan_conventional(int64_t batch) const {
     return cg::plan_conventional(dims, batch, state);

@@ -13,7 +13,7 @@ constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
 }  // namespace
 
 GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-                 cudaStream_t stream, StateFormat read_format)
+                 cudaStream_t stream, StateFormat read_format, bool dense_slots)
     : batch_(batch),
       calls_(calls),
       nslots_(batch * calls),
@@ -62,7 +62,7 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
   fill_uniform(b_.get(), kBF16, nb, -2.0f, 2.0f, seed_ + 6, stream);
   fill_nan(y_.get(), kBF16, nv, stream);
 
-  slots_ = std::make_unique<SlotPool>(batch, calls, rng_, stream);
+  slots_ = std::make_unique<SlotPool>(batch, calls, rng_, stream, dense_slots);
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 

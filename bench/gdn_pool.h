@@ -21,9 +21,11 @@ namespace replayssm::bench {
 class GdnPool {
  public:
   /// read: the split mode's read copy (kBF16 / kF16 / kFp8 / kNvfp4: fp32/bf16, fp32/fp16,
-  /// fp32/fp8, fp32/nvfp4) with ring v and beta, or kFp32 for none.
+  /// fp32/fp8, fp32/nvfp4) with ring v and beta, or kFp32 for none. dense_slots: the calls'
+  /// slots in order (SlotPool).
   GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-          cudaStream_t stream, StateFormat read = StateFormat::kFp32);
+          cudaStream_t stream, StateFormat read = StateFormat::kFp32,
+          bool dense_slots = false);
 
   /// (Re)allocates and fills the ring for ring length L (fp32 u, k^, g).
   void set_ring(int L);

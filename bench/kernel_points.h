@@ -35,6 +35,7 @@ struct KernelConfig {
   StateFormat read = StateFormat::kFp32;  ///< split modes: the read copy's format, else kFp32
                                           ///< (no copy)
   uint64_t seed = 1;
+  bool dense_slots = false;             ///< each call's slots in order (SlotPool), not drawn
   TimingConfig timing;
   double copy_gbps = 0;                 ///< for pct_copy_bw
   std::function<void()> on_graph;       ///< called after each timed graph (progress)
@@ -79,7 +80,7 @@ Row measure(const PoolStats& pool, const std::function<void()>& poison,
 
 /// Runs every point of one shape and appends its rows. Family F provides:
 ///   family (std::string), routes (std::vector<F::Route>, auto first), route_name(Route),
-///   bytes (StepBytes), make_pool(batch, R, seed, stream) -> std::unique_ptr<Pool>,
+///   bytes (StepBytes), make_pool(batch, R, seed, stream, dense_slots) -> std::unique_ptr<Pool>,
 ///   plan_conventional(batch) / plan_replay(batch, L) -> Plan, plan_json(Plan, bool replay),
 ///   with_route(Plan, Route) -> Plan (a default plan with only the route forced when Route is not
 ///   auto). Pool: set_ring(L), set_cursors_fixed(h), set_cursors_mixed(), enqueue_conventional(s),
@@ -95,7 +96,7 @@ void run_points(const KernelConfig& cfg, const F& fam, const std::string& shape,
     // Sized by the smallest call (an ordinary step with no history): every variant's graph
     // then moves >= 512 MiB between two touches of the same slots.
     const int R = calls_per_graph(static_cast<double>(bm.ordinary(0)) * batch);
-    auto pool = fam.make_pool(batch, R, cfg.seed + 1000003ull * batch, s);
+    auto pool = fam.make_pool(batch, R, cfg.seed + 1000003ull * batch, s, cfg.dense_slots);
     const PoolStats ps{pool->batch(), pool->slots(), pool->calls(), pool->state_dtype(),
                        pool->read_format()};
     const auto poison = [&] { pool->poison_outputs(); };

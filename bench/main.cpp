@@ -50,6 +50,7 @@ struct KernelsArgs {
   int replays = 0;  // 0: 25 (quick: 10)
   bool quick = false;
   bool no_sweep = false;
+  bool dense_slots = false;
 };
 
 constexpr const char* kStates = "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4";
@@ -195,6 +196,7 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   cfg.state = state_dtype(a.state);
   cfg.read = read_format(a.state);
   cfg.seed = a.seed;
+  cfg.dense_slots = a.dense_slots;
 
   // One config per family run (same points, its own shapes).
   std::vector<std::pair<std::string, KernelConfig>> runs;
@@ -212,9 +214,10 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
   }
   if (runs.empty()) throw BenchError("--shapes: no shape of --family " + a.family);
 
-  std::fprintf(stderr, "replayssm_bench kernels: %s (%d SMs, %d MB L2), seed %llu\n", prop.name,
+  std::fprintf(stderr, "replayssm_bench kernels: %s (%d SMs, %d MB L2), seed %llu%s\n", prop.name,
                prop.multiProcessorCount, prop.l2CacheSize >> 20,
-               static_cast<unsigned long long>(a.seed));
+               static_cast<unsigned long long>(a.seed),
+               a.dense_slots ? ", dense slots (each call's slots in order)" : "");
   const int64_t copy_bytes = a.quick ? (int64_t{1} << 30) : (int64_t{4} << 30);
   const CopyCeiling copy = measure_copy_ceiling(copy_bytes, 2, a.quick ? 5 : 10);
   cfg.copy_gbps = copy.best_gbps();
@@ -262,7 +265,7 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
                  {"batch", cfg.batches}, {"L", cfg.L},
                  {"L_sweep", cfg.sweep_L}, {"L_sweep_batch", cfg.sweep_batches},
                  {"state", a.state},     {"quick", a.quick},
-                 {"seed", a.seed}};
+                 {"seed", a.seed},       {"dense_slots", a.dense_slots}};
     j["seconds"] = secs;
     j["rows"] = nlohmann::json::array();
     for (const Row& r : rows) j["rows"].push_back(row_json(r));
@@ -404,6 +407,9 @@ int main(int argc, char** argv) {
       ->check(cli::in_range(int64_t{1}, int64_t{65535}))
       ->capture_default_str();
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
+  k->add_flag("--dense-slots", a.dense_slots,
+              "each call's slots in order (slot ids r*batch ..), as a peer's dense batch, instead "
+              "of a random permutation of the pool");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
                 "fp32/fp16, fp32/fp8, fp32/nvfp4)")

@@ -37,9 +37,9 @@ struct Mamba2Family {
   }
 
   static const char* route_name(Route r) { return cm::route_name(r); }
-  std::unique_ptr<Mamba2Pool> make_pool(int64_t batch, int R, uint64_t seed,
-                                        cudaStream_t s) const {
-    return std::make_unique<Mamba2Pool>(dims, batch, state, R, seed, s, read);
+  std::unique_ptr<Mamba2Pool> make_pool(int64_t batch, int R, uint64_t seed, cudaStream_t s,
+                                        bool dense_slots) const {
+    return std::make_unique<Mamba2Pool>(dims, batch, state, R, seed, s, read, dense_slots);
   }
   cm::Plan plan_conventional(int64_t batch) const {
     return cm::plan_conventional(dims, batch, state);

@@ -22,7 +22,8 @@ float softplus(float v) { return std::log1p(std::exp(v)); }
 }  // namespace
 
 Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls,
-                       uint64_t seed, cudaStream_t stream, StateFormat read)
+                       uint64_t seed, cudaStream_t stream, StateFormat read,
+                       bool dense_slots)
     : batch_(batch),
       calls_(calls),
       nslots_(batch * calls),
@@ -74,7 +75,7 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   fill_uniform(C_.get(), kBF16, nbc, -1.0f, 1.0f, seed_ + 5, stream);
   fill_nan(y_.get(), kBF16, nx, stream);
 
-  slots_ = std::make_unique<SlotPool>(batch, calls, rng_, stream);
+  slots_ = std::make_unique<SlotPool>(batch, calls, rng_, stream, dense_slots);
   BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 

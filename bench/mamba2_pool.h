@@ -22,9 +22,10 @@ namespace replayssm::bench {
 class Mamba2Pool {
  public:
   /// read: the split mode's read copy (bf16, fp16, fp8 or nvfp4 with a float32 checkpoint), or
-  /// kFp32 for none.
+  /// kFp32 for none. dense_slots: the calls' slots in order (SlotPool).
   Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int calls, uint64_t seed,
-             cudaStream_t stream, StateFormat read = StateFormat::kFp32);
+             cudaStream_t stream, StateFormat read = StateFormat::kFp32,
+             bool dense_slots = false);
 
   /// (Re)allocates and fills the ring for ring length L (bf16 x and B, fp32 delta).
   void set_ring(int L);

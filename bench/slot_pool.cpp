@@ -13,12 +13,14 @@ TensorView device_view(const DeviceMemory& m, int64_t offset_bytes, DType t,
   return make_view(static_cast<char*>(m.get()) + offset_bytes, t, shape, Device::kCUDA);
 }
 
-SlotPool::SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t stream)
+SlotPool::SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t stream,
+                   bool dense)
     : batch_(batch), calls_(calls), slots_(batch * calls), rng_(rng), stream_(stream) {
-  // Slot ids: a random permutation of the pool, call r takes the r-th run of `batch` of them.
+  // Slot ids: a random permutation of the pool (or the identity), call r takes the r-th run of
+  // `batch` of them.
   std::vector<int32_t> perm(static_cast<size_t>(slots_));
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng_);
+  if (!dense) std::shuffle(perm.begin(), perm.end(), rng_);
   ids_ = DeviceMemory(nbytes(slots_, kI32));
   upload(ids_, perm, stream);
   ones_ = DeviceMemory(nbytes(slots_, kI32));

@@ -30,8 +30,11 @@ void upload(DeviceMemory& dst, const std::vector<T>& v, cudaStream_t s) {
 
 class SlotPool {
  public:
-  /// Draws the permutation from rng (kept by reference: cursor origins are drawn from it too).
-  SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t stream);
+  /// Draws the permutation from rng (kept by reference: cursor origins are drawn from it too);
+  /// dense: no permutation, call r takes slots r * batch .. r * batch + batch - 1 in order (the
+  /// dense batch of a peer benchmark such as FLA's, with no pool indexing).
+  SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t stream,
+           bool dense = false);
 
   /// Ring length of the cursors; every row back at h = 0.
   void set_L(int L);
