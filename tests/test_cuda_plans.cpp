@@ -144,6 +144,20 @@ TEST(CudaPlans, GdnMeasuredChoices) {
   for (int64_t b : {32, 64, 256, 512})
     EXPECT_EQ(cg::plan_replay(q4, b, 16, DType::kF32).flush_pipeline, 1) << "batch " << b;
   EXPECT_EQ(cg::plan_replay(q122, 16, 16, DType::kF32).flush_pipeline, 1);
+  // Conventional step at small batches (session 22 sweep, bench/NOTES_gdn.md "Session 22"): up to
+  // 2 MB of state 1 row per thread in blocks of 16, to 4 MB 2 rows in blocks of 32 (Qwen3.5-4B
+  // batch 2 4.63 µs against 4.99 and FLA's 4.75), then 4 rows in blocks of 32.
+  const cg::Plan c1 = cg::plan_conventional(q4, 1, DType::kF32);
+  EXPECT_EQ(c1.rows_per_thread, 1);
+  EXPECT_EQ(c1.rows_per_block, 16);
+  for (const cg::Plan& c2 :
+       {cg::plan_conventional(q4, 2, DType::kF32), cg::plan_conventional(q122, 1, DType::kF32)}) {
+    EXPECT_EQ(c2.rows_per_thread, 2);
+    EXPECT_EQ(c2.rows_per_block, 32);
+  }
+  const cg::Plan c4 = cg::plan_conventional(q4, 4, DType::kF32);
+  EXPECT_EQ(c4.rows_per_thread, 4);
+  EXPECT_EQ(c4.rows_per_block, 32);
 }
 
 }  // namespace
