@@ -90,10 +90,12 @@ std::vector<std::string> family_shapes(const std::string& family,
   return out;
 }
 
-/// Input description of the "method" object, per family.
-const char* inputs_of(const std::string& family) {
-  if (family == "mamba2") return "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; random slots";
-  return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; random slots";
+/// Input description of the "method" object, per family; dense: each call's slots in order
+/// (--dense-slots), else a random permutation of the pool.
+std::string inputs_of(const std::string& family, bool dense = false) {
+  const std::string slots = dense ? "dense slots (call r: r*batch ..)" : "random slots";
+  if (family == "mamba2") return "bf16 x, dt, B, C, y; fp32 A_log, dt_bias, D; no z; " + slots;
+  return "bf16 q, k, v, a, b, y; fp32 A_log, dt_bias; fp32 ring u, k^, g; " + slots;
 }
 
 /// The current device's properties; a BenchError saying so plainly where there is no GPU (the
@@ -255,10 +257,10 @@ int run_kernels(const KernelsArgs& a, const CLI::App& cmd) {
         {"warm_replays", cfg.timing.warm_replays},
         {"timed_replays", cfg.timing.timed_replays},
         {"us", "median graph replay time / (R calls x steps per call)"},
-        {"inputs", inputs_of(a.family)}};
+        {"inputs", inputs_of(a.family, a.dense_slots)}};
     if (a.family == "all") {
       nlohmann::json in;
-      for (const auto& [f, c] : runs) in[f] = inputs_of(f);
+      for (const auto& [f, c] : runs) in[f] = inputs_of(f, a.dense_slots);
       j["method"]["inputs"] = in;
     }
     j["args"] = {{"family", a.family},   {"shapes", shapes_run},

@@ -1,7 +1,8 @@
 // The device data of one benchmark point (shape, batch): layer parameters, a slot pool of
 // R * batch slots (state/checkpoint, ring, cursors), and R calls, each with its own inputs,
 // outputs and slot ids (call r owns slots perm[r * batch, (r + 1) * batch) of a random
-// permutation of the pool). Inputs are random and non-zero, in the ranges of anchors-h200.md.
+// permutation of the pool, or of the identity with dense_slots). Inputs are random and non-zero,
+// in the ranges of anchors-h200.md.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -17,10 +17,13 @@ SlotPool::SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t 
                    bool dense)
     : batch_(batch), calls_(calls), slots_(batch * calls), rng_(rng), stream_(stream) {
   // Slot ids: a random permutation of the pool (or the identity), call r takes the r-th run of
-  // `batch` of them.
+  // `batch` of them. Dense runs draw the permutation too, so that the cursors drawn after it are
+  // those of a random run with the same seed.
   std::vector<int32_t> perm(static_cast<size_t>(slots_));
   std::iota(perm.begin(), perm.end(), 0);
-  if (!dense) std::shuffle(perm.begin(), perm.end(), rng_);
+  std::vector<int32_t> drawn = perm;
+  std::shuffle(drawn.begin(), drawn.end(), rng_);
+  if (!dense) perm = std::move(drawn);
   ids_ = DeviceMemory(nbytes(slots_, kI32));
   upload(ids_, perm, stream);
   ones_ = DeviceMemory(nbytes(slots_, kI32));

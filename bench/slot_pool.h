@@ -32,7 +32,7 @@ class SlotPool {
  public:
   /// Draws the permutation from rng (kept by reference: cursor origins are drawn from it too);
   /// dense: no permutation, call r takes slots r * batch .. r * batch + batch - 1 in order (the
-  /// dense batch of a peer benchmark such as FLA's, with no pool indexing).
+  /// layout of a peer benchmark's dense batch, such as FLA's; the kernels still index by slot).
   SlotPool(int64_t batch, int calls, std::mt19937_64& rng, cudaStream_t stream,
            bool dense = false);
 

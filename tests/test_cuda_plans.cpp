@@ -158,6 +158,12 @@ TEST(CudaPlans, GdnMeasuredChoices) {
   const cg::Plan c4 = cg::plan_conventional(q4, 4, DType::kF32);
   EXPECT_EQ(c4.rows_per_thread, 4);
   EXPECT_EQ(c4.rows_per_block, 32);
+  // KDA keeps 2 rows per thread in blocks sized by rows_per_block() (16 rows at Kimi-Linear
+  // batch 2, 4 MiB): the 32-row rule is GDN's only.
+  const gdn::Dims kimi{32, 32, 128, 128, gdn::Gate::kChannel};
+  const cg::Plan k2 = cg::plan_conventional(kimi, 2, DType::kF32);
+  EXPECT_EQ(k2.rows_per_thread, 2);
+  EXPECT_EQ(k2.rows_per_block, 16);
 }
 
 }  // namespace

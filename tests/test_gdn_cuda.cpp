@@ -416,9 +416,11 @@ TEST(GdnCuda, ConventionalMatchesOracleRealAndOddShapes) {
     c.s.plan.bulk_copy = 1;
     c.s.state = kBF16, c.s.dtype = kF32, c.s.beta_bf16 = false;
     run_conventional(c, seed_for(11003));
-    c.s.plan.rows_per_thread = 2, c.s.plan.rows_per_block = 32;  // the 2-4 MB small-batch plan
+    c.s.plan.rows_per_thread = 2, c.s.plan.rows_per_block = 32;  // the 2-4 MiB small-batch plan
     c.s.plan.bulk_copy = 0;
-    run_conventional(c, seed_for(11009));
+    run_conventional(c, seed_for(11009));  // bf16 state: one chunk per lane
+    c.s.state = kF32;                      // fp32 state (the dispatcher's): two chunks per lane
+    run_conventional(c, seed_for(11010));
     if (::testing::Test::HasFailure()) return;
   }
 }

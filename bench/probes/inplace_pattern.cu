@@ -1,13 +1,13 @@
 // The conventional GDN step's transport without its arithmetic (bench/NOTES_gdn.md "Session 21"):
-// a Qwen3.5-4B pool (32 value heads of 64 KB fp32 state per slot, 2 x batch slots, the batch's
-// slots drawn at random), each block moving `BB` bytes of one (batch row, value head) through
-// registers — every 16-byte load of a thread issued before its first store — in place (the
-// conventional step's pattern) or into a second pool (FLA's out-of-place pattern), with plain,
-// streaming (.cs) or L2-only (.cg) cache operators, at several block shapes. Against
-// cudaMemcpyAsync over 4 GiB and over the same bytes. Prints µs and GB/s (read + write). Each
-// batch runs twice: slots drawn at random from 2 x batch (a serving pool), then dense (slot b = b,
-// FLA's layout). Every time is the median over runs of 10 back-to-back launches (per launch), so
-// a launch's own overhead does not count against the stream.
+// a Qwen3.5-4B pool (32 value heads of 64 KB fp32 state per slot, 2 x batch slots), each block
+// moving `BB` bytes of one (batch row, value head) through registers — every 16-byte load of a
+// thread issued before its first store — in place (the conventional step's pattern) or into a
+// second pool (FLA's out-of-place pattern), with plain, streaming (.cs) or L2-only (.cg) cache
+// operators, at several block shapes. Against cudaMemcpyAsync over 4 GiB and over the same
+// bytes. Prints µs and GB/s (read + write). Each batch runs twice: slots drawn at random from
+// 2 x batch (a serving pool), then dense (slot b = b, FLA's layout; bench/NOTES_gdn.md "Session
+// 22"). Every time is the median over runs of 10 back-to-back launches (per launch), so a launch's
+// own overhead does not count against the stream.
 // Usage: replayssm_probe_inplace_pattern [batch ...] (default 256 512).
 #include <cuda_runtime.h>
 
@@ -131,26 +131,30 @@ int main(int argc, char** argv) {
   cudaMemset(pool, 1, std::max(pool_bytes, big));
   cudaMemset(out, 0, std::max(pool_bytes, big));
   Timer tm;
-  const double mc4 = tm.median_ms([&] { cudaMemcpyAsync(out, pool, big, cudaMemcpyDeviceToDevice); });
+  const double mc4 =
+      tm.median_ms([&] { cudaMemcpyAsync(out, pool, big, cudaMemcpyDeviceToDevice); });
   const double ref = 2.0 * big / mc4 / 1e6;
   std::printf("cudaMemcpyAsync 4 GiB: %.0f GB/s (read + write; the %% column's reference)\n", ref);
   std::mt19937 rng(20261202);
-  for (int batch : batches) for (int dense = 0; dense < 2; ++dense) {
-    std::vector<int> perm(2 * batch);
-    std::iota(perm.begin(), perm.end(), 0);
-    if (!dense) std::shuffle(perm.begin(), perm.end(), rng);
-    cudaMemcpy(slots, perm.data(), batch * sizeof(int), cudaMemcpyHostToDevice);
-    const long bytes = static_cast<long>(batch) * kHeads * kHeadBytes;
-    const double mc = tm.median_ms([&] { cudaMemcpyAsync(out, pool, bytes, cudaMemcpyDeviceToDevice); });
-    std::printf("batch %d (%.0f MB of state, %s): cudaMemcpyAsync of the same bytes %.2f us, "
-                "%.0f GB/s\n",
-                batch, bytes / 1e6, dense ? "dense slots 0..batch-1" : "random slots of 2 x batch",
-                mc * 1e3, 2.0 * bytes / mc / 1e6);
-    shapes<kPlain, true>(tm, pool, out, slots, batch, ref);
-    shapes<kStream, true>(tm, pool, out, slots, batch, ref);
-    shapes<kGlobal, true>(tm, pool, out, slots, batch, ref);
-    shapes<kPlain, false>(tm, pool, out, slots, batch, ref);
-    shapes<kStream, false>(tm, pool, out, slots, batch, ref);
-  }
+  for (int batch : batches)
+    for (int dense = 0; dense < 2; ++dense) {
+      std::vector<int> perm(2 * batch);
+      std::iota(perm.begin(), perm.end(), 0);
+      if (!dense) std::shuffle(perm.begin(), perm.end(), rng);
+      cudaMemcpy(slots, perm.data(), batch * sizeof(int), cudaMemcpyHostToDevice);
+      const long bytes = static_cast<long>(batch) * kHeads * kHeadBytes;
+      const double mc =
+          tm.median_ms([&] { cudaMemcpyAsync(out, pool, bytes, cudaMemcpyDeviceToDevice); });
+      std::printf("batch %d (%.0f MB of state, %s): cudaMemcpyAsync of the same bytes %.2f us, "
+                  "%.0f GB/s\n",
+                  batch, bytes / 1e6,
+                  dense ? "dense slots 0..batch-1" : "random slots of 2 x batch", mc * 1e3,
+                  2.0 * bytes / mc / 1e6);
+      shapes<kPlain, true>(tm, pool, out, slots, batch, ref);
+      shapes<kStream, true>(tm, pool, out, slots, batch, ref);
+      shapes<kGlobal, true>(tm, pool, out, slots, batch, ref);
+      shapes<kPlain, false>(tm, pool, out, slots, batch, ref);
+      shapes<kStream, false>(tm, pool, out, slots, batch, ref);
+    }
   return ok(cudaGetLastError(), "kernels") ? 0 : 1;
 }

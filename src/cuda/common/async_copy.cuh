@@ -21,17 +21,9 @@ __device__ __forceinline__ void cp_async_small(void* smem, const void* gmem) {
                : "memory");
 }
 
-/// Copies one chunk of 16 (L2 only), 8 or 4 bytes.
-template <int Bytes>
-__device__ __forceinline__ void cp_async_chunk(void* smem, const void* gmem) {
-  if constexpr (Bytes == 16)
-    cp_async16(smem, gmem);
-  else
-    cp_async_small<Bytes>(smem, gmem);
-}
-
-/// As cp_async_chunk, to a shared-memory address already in the shared window (the 32-bit
-/// address of __cvta_generic_to_shared): loops that copy many chunks convert once, not per copy.
+/// Copies one chunk of 16 (L2 only), 8 or 4 bytes to a shared-memory address already in the
+/// shared window (the 32-bit address of __cvta_generic_to_shared): loops that copy many chunks
+/// convert once, not per copy.
 template <int Bytes>
 __device__ __forceinline__ void cp_async_chunk_at(unsigned smem, const void* gmem) {
   static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");

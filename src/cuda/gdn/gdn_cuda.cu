@@ -389,12 +389,12 @@ Plan plan_conventional(const Dims& d, int64_t batch, DType state) {
   if (latency_bound(d, batch, state)) {
     // Small batches: small blocks, few rows per thread, so that every row's copy is in flight at
     // once and a block's serial part after it lands stays short (H200, same-call A/B against 2
-    // rows per thread over ~4 blocks per SM, bench/NOTES.md "Small batches"): above 4 MB of
+    // rows per thread over ~4 blocks per SM, bench/NOTES.md "Small batches"): above 4 MiB of
     // state 4 rows per thread in blocks of 32 (GDN batch 2-16 -8 to -16%, KDA batch 4-16 -14 to
-    // -21%); GDN above 2 MB 2 rows per thread in blocks of 32 (session 22 sweep: Qwen3.5-4B batch
-    // 2 4.99 -> 4.63 µs, Qwen3.5-122B batch 1 4.97 -> 4.69), up to 2 MB 1 row per thread in
-    // blocks of 16 (Qwen3.5-4B batch 1 3.47 µs, 2 rows 3.72), while KDA keeps 2 rows per thread
-    // (1 was 3-41% slower there).
+    // -21%); GDN above 2 MiB 2 rows per thread in blocks of 32 (bench/NOTES_gdn.md "Session 22":
+    // Qwen3.5-4B batch 2 4.99 -> 4.63 µs, Qwen3.5-122B batch 1 4.97 -> 4.69), up to 2 MiB 1 row
+    // per thread in blocks of 16 (Qwen3.5-4B batch 1 3.47 µs, 2 rows 3.72), while KDA keeps 2
+    // rows per thread (1 was 3-41% slower there).
     const double bytes = step_state_bytes(d, batch, state);
     if (bytes > 4.0 * (1 << 20)) {
       p.rows_per_thread = 4;

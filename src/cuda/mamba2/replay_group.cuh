@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
 
   // Streaming threads: head k's rows into stage(k) (one copy group, empty past the last head).
   // Addresses are this thread's first row's, set up once: a head adds its offset, a row a stride
-  // (as the GDN group kernel's issue(): no 64-bit address arithmetic or shared-window
-  // conversion per copy).
+  // (as the GDN group kernel's issue(): no shared-window conversion and no address rebuilt from
+  // the row index per copy).
   constexpr int ROWB = RS * static_cast<int>(sizeof(TState));  // bytes per checkpoint row
   constexpr int SRB = BITS == 4 ? N / 16 : 4;                 // bytes of a row's scales
   const int col_b = Lay::col(0, lr) / EPU * static_cast<int>(sizeof(TState));
