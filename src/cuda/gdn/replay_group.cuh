@@ -48,9 +48,13 @@ namespace replayssm::cuda::gdn {
 // ordinary launch compiles to 80 registers, so where its shared memory allows (L <= 8) a fourth
 // block fits anyway (bench/NOTES_gdn.md "Session 17"). A GDN quantised copy's ordinary launch fits
 // the 96 registers too (4 bytes of spill at K = 128, ptxas) since its chain warp stages ring k^
-// two records per row group (RB below; at four it spilled 500-650 bytes).
+// two records per row group (RB below; at four it spilled 500-650 bytes). A 16-bit copy's GDN
+// ordinary launch asks for a fifth block per SM (80 registers; 5 x 36 KB of shared memory fits):
+// at four it kept a third of the cycles with no warp ready (bench/NOTES_gdn.md "Session 22").
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
-__global__ void __launch_bounds__(kGroupThreads, RPT == 4 ? (FOLD || KDA ? 3 : 4) : 2)
+__global__ void __launch_bounds__(
+    kGroupThreads,
+    RPT == 4 ? (FOLD || KDA ? 3 : (!kQuantState<TState> && sizeof(TState) == 2 ? 5 : 4)) : 2)
     replay_group_kernel(const StepParams p) {
   constexpr bool QUANT = kQuantState<TState>;
   constexpr int BITS = kStateBits<TState>;

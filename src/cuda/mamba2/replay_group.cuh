@@ -378,10 +378,11 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
         const int r = grp + lr / (LPR / RPT) * pass;
         if (lr % (LPR / RPT) == 0 && r < nrows) sd[k * nrows + r] = sum;
       } else if (!fold) {
+        float part[RPT];
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           const int r = grp + i * pass;
-          float part = 0.0f;
+          part[i] = 0.0f;
           if (r < nrows) {
             float s[COLS];
 #pragma unroll
@@ -389,11 +390,15 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
               unpack16<TState>(*reinterpret_cast<const uint4*>(tile + r * N + Lay::col(cc, lr)),
                                &s[cc * VEC]);
 #pragma unroll
-            for (int e = 0; e < COLS; ++e) part = __fmaf_rn(s[e], cv[e], part);
+            for (int e = 0; e < COLS; ++e) part[i] = __fmaf_rn(s[e], cv[e], part[i]);
           }
-          const float sum = row_sum<LPR>(part);
-          if (r < nrows && lr == 0) sd[k * nrows + r] = sum;
         }
+        // As the quantised rows: one transposed butterfly for the RPT rows (row_sum's additions,
+        // offset by offset, so each row's sum has the bits row_sum gave it).
+        static_assert(RPT <= LPR, "a transposed sum holds at most one row per lane");
+        const float sum = transposed_sum<RPT, LPR>(part, lr);
+        const int r = grp + lr / (LPR / RPT) * pass;
+        if (lr % (LPR / RPT) == 0 && r < nrows) sd[k * nrows + r] = sum;
       } else {
         const float* coef = scoef + k * sm.cs;
         const float* hk = shead + 4 * k;
