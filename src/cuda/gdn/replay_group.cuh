@@ -49,8 +49,9 @@ namespace replayssm::cuda::gdn {
 // block fits anyway (bench/NOTES_gdn.md "Session 17"). A GDN quantised copy's ordinary launch fits
 // the 96 registers too (4 bytes of spill at K = 128, ptxas) since its chain warp stages ring k^
 // two records per row group (RB below; at four it spilled 500-650 bytes). A 16-bit copy's GDN
-// ordinary launch asks for a fifth block per SM (80 registers; 5 x 36 KB of shared memory fits):
-// at four it kept a third of the cycles with no warp ready (bench/NOTES_gdn.md "Session 22").
+// ordinary launch asks for a fifth block per SM (72 registers, 112 bytes of spill; at four a
+// third of the cycles had no warp ready): mixed steps 0.7-2.1% faster at Qwen3.5-4B batch
+// 64-512, windows level except batch 64 (+3.7%) (bench/NOTES_gdn.md "Session 22").
 template <class TIn, class TState, int K, bool KDA, int RPT, bool FOLD>
 __global__ void __launch_bounds__(
     kGroupThreads,
