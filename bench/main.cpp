@@ -410,8 +410,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   k->add_flag("--no-sweep", a.no_sweep, "skip the L sweep");
   k->add_flag("--dense-slots", a.dense_slots,
-              "each call's slots in order (slot ids r*batch ..), as a peer's dense batch, instead "
-              "of a random permutation of the pool");
+              "slots in order: the r-th call of a graph takes slot ids r*batch .. r*batch + "
+              "batch - 1 (a peer's dense batch, e.g. FLA's) instead of a random permutation of "
+              "the pool");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
                 "fp32/fp16, fp32/fp8, fp32/nvfp4)")
