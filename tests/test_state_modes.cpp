@@ -96,7 +96,9 @@ TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
   for (const StateMode& m : state_modes()) {
     if (m.is_default()) continue;
     mc.mode = gc.mode = m;
-    const std::string name = std::string(1, '\'') + m.name() + '\'';
+    std::string name = "'";  // appended, not concatenated: GCC 12's -Wrestrict misfires there
+    name += m.name();
+    name += '\'';
     const bool on_cuda = m.is_split() && m.recurrence == StateFormat::kFp32;
     // Runs on CUDA: a missing buffer of the mode is what is reported.
     std::vector<std::string> missing, rejected = {
