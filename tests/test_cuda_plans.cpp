@@ -145,7 +145,7 @@ TEST(CudaPlans, GdnMeasuredChoices) {
     EXPECT_EQ(cg::plan_replay(q4, b, 16, DType::kF32).flush_pipeline, 1) << "batch " << b;
   EXPECT_EQ(cg::plan_replay(q122, 16, 16, DType::kF32).flush_pipeline, 1);
   // Conventional step at small batches (session 22 sweep, bench/NOTES_gdn.md "Session 22"): up to
-  // 2 MB of state 1 row per thread in blocks of 16, to 4 MB 2 rows in blocks of 32 (Qwen3.5-4B
+  // 2 MiB of state 1 row per thread in blocks of 16, to 4 MiB 2 rows in blocks of 32 (Qwen3.5-4B
   // batch 2 4.63 µs against 4.99 and FLA's 4.75), then 4 rows in blocks of 32.
   const cg::Plan c1 = cg::plan_conventional(q4, 1, DType::kF32);
   EXPECT_EQ(c1.rows_per_thread, 1);

@@ -155,6 +155,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
     if (k < K) {
       const unsigned st = (QUANT ? k : k & 1) * static_cast<unsigned>(sm.tile) * 4u;
       const char* const gk = g_rows + static_cast<int64_t>(k) * p.P * ROWB;
+      const char* const gsk = QUANT ? g_side + static_cast<int64_t>(k) * p.P * SRB : nullptr;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         const int r = grp + i * pass;
@@ -165,8 +166,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
             cp_async_chunk_at<CB>(s_rows + st + dr * ROWB + c * LPR * CB,
                                   gk + static_cast<int64_t>(dr) * ROWB + c * LPR * CB);
           if constexpr (QUANT)  // this chunk's scale into the lane's own word of the stage
-            cp_async_chunk_at<4>(s_side + st + dr * LPR * 4,
-                                 g_side + (static_cast<int64_t>(k) * p.P + dr) * SRB);
+            cp_async_chunk_at<4>(s_side + st + dr * LPR * 4, gsk + dr * SRB);
         }
       }
     }
@@ -354,14 +354,15 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
         cp_async_wait_upto(k < 2 ? 2 : 1);
       }
       const TState* tile = reinterpret_cast<const TState*>(stage(k));
-      if constexpr (QUANT) {  // ordinary rows only: S0·C from the codes, scaled
-        const uint32_t* side = reinterpret_cast<const uint32_t*>(stage(k) + sm.side);
+      if (!fold) {  // ordinary rows: S0·C (quantised copies: from the codes, scaled)
         float part[RPT];
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           const int r = grp + i * pass;
           part[i] = 0.0f;
-          if (r < nrows) {
+          if (r >= nrows) continue;
+          if constexpr (QUANT) {
+            const uint32_t* side = reinterpret_cast<const uint32_t*>(stage(k) + sm.side);
             const TState* chunk = tile + r * RS + Lay::col(0, lr) / EPU;
             const uint32_t sw = side[r * LPR + lr];
             if constexpr (BITS == 4)
@@ -370,20 +371,7 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
             else
               part[i] = __fmul_rn(e4m3_chunk(*reinterpret_cast<const uint4*>(chunk), cv),
                                   __uint_as_float(sw));
-          }
-        }
-        // The RPT rows' sums over their LPR lanes at once: lane lr ends with row lr / (LPR/RPT).
-        static_assert(RPT <= LPR, "a transposed sum holds at most one row per lane");
-        const float sum = transposed_sum<RPT, LPR>(part, lr);
-        const int r = grp + lr / (LPR / RPT) * pass;
-        if (lr % (LPR / RPT) == 0 && r < nrows) sd[k * nrows + r] = sum;
-      } else if (!fold) {
-        float part[RPT];
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          const int r = grp + i * pass;
-          part[i] = 0.0f;
-          if (r < nrows) {
+          } else {
             float s[COLS];
 #pragma unroll
             for (int cc = 0; cc < CPL; ++cc)
@@ -393,13 +381,13 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
             for (int e = 0; e < COLS; ++e) part[i] = __fmaf_rn(s[e], cv[e], part[i]);
           }
         }
-        // As the quantised rows: one transposed butterfly for the RPT rows (row_sum's additions,
-        // offset by offset, so each row's sum has the bits row_sum gave it).
+        // The RPT rows' sums over their LPR lanes at once (row_sum's additions, offset by offset:
+        // each row's sum has row_sum's bits): lane lr ends with row lr / (LPR/RPT).
         static_assert(RPT <= LPR, "a transposed sum holds at most one row per lane");
         const float sum = transposed_sum<RPT, LPR>(part, lr);
         const int r = grp + lr / (LPR / RPT) * pass;
         if (lr % (LPR / RPT) == 0 && r < nrows) sd[k * nrows + r] = sum;
-      } else {
+      } else if constexpr (CAN_FOLD) {
         const float* coef = scoef + k * sm.cs;
         const float* hk = shead + 4 * k;
         const float A = hk[0], delta = hk[1], abar = hk[3];
