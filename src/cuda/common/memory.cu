@@ -15,6 +15,11 @@ void device_free(void* p) noexcept { cudaFree(p); }
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
+  // From pageable memory cudaMemcpy may return before the DMA lands, ordered only on the legacy
+  // stream: wait for it, so that work on non-blocking streams sees the bytes (a test's commit
+  // on its own stream once read accepted counts that had not arrived). The same for the device
+  // copy and the memset below, which do not wait at all.
+  check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize after host to device");
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes) {
@@ -23,10 +28,12 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 
 void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy device to device");
+  check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize after device copy");
 }
 
 void device_memset(void* dst, int byte, size_t bytes) {
   check_cuda(cudaMemset(dst, byte, bytes), "cudaMemset");
+  check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize after cudaMemset");
 }
 
 void device_synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }

@@ -9,6 +9,7 @@ namespace replayssm::cuda {
 
 void* device_malloc(size_t bytes);
 void device_free(void* p) noexcept;
+// The copies and the memset are complete when they return, visible to work on every stream.
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_device_to_device(void* dst, const void* src, size_t bytes);
