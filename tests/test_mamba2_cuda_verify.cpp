@@ -302,12 +302,13 @@ struct PlanEnv {
   PlanEnv& operator=(const PlanEnv&) = delete;
 };
 
-// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128; two
-// and three checkpoint stages) and the one-head kernel (verify.cuh, the default below), forced
-// through the plan override.
-constexpr const char* kKernels[] = {"group=1", "group=1,stages=3", "group=0"};
+// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128; its
+// default plan, and three streaming warps, so that a warp's column units change from one unit to
+// the next) and the one-head kernel (verify.cuh, the default below), forced through the plan
+// override.
+constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=0"};
 
-/// run_walk once per kernel (and stage count) of kKernels.
+/// run_walk once per kernel (and plan) of kKernels.
 void walk_each_kernel(const Case& c, uint64_t seed) {
   for (const char* plan : kKernels) {
     SCOPED_TRACE(plan);
@@ -345,7 +346,7 @@ TEST(Mamba2CudaVerify, RandomWalkRingLongerThan32) {
   walk_each_kernel(c, test_seed(509));
 }
 
-// Eight heads per group (the group kernel folds flush rows through more heads than stages) and the
+// Eight heads per group (the group kernel folds flush rows of many heads' units) and the
 // longest ring the kernels take (R = 64: the window's second lane word full).
 TEST(Mamba2CudaVerify, RandomWalkManyHeadsPerGroupAndFullRing) {
   RSSM_SKIP_WITHOUT_CUDA();
@@ -525,7 +526,7 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
     EXPECT_EQ(pool.snapshot()[0], before[0]);
     // a launch plan the group kernel cannot run (no streaming warp; hpb not dividing the group's
     // heads): a ConfigError naming the value, before anything is written
-    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3", "group=1,stages=4"}) {
+    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3", "group=1,threads=100"}) {
       const PlanEnv env(bad);
       dev.y.poison();
       const Vec y_before = dev.y.values();
@@ -533,7 +534,7 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
       pool.h.set_values(h);
       mamba2::Cache c2 = pool.cache();
       expect_msg([&] { mamba2::verify(layer.layer, c2, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
-                 "ConfigError", bad[8] == 't' ? "threads = 64" : bad[8] == 'h' ? "hpb = 3" : "stages = 4");
+                 "ConfigError", bad[8] == 'h' ? "hpb = 3" : bad[16] == '6' ? "threads = 64" : "threads = 100");
       EXPECT_EQ(pool.snapshot()[0], before[0]);
       const Vec y_after = dev.y.values();
       EXPECT_EQ(std::memcmp(y_after.data(), y_before.data(), y_after.size() * sizeof(double)), 0);

@@ -13,7 +13,6 @@ struct StepParams {
   // heads_per_block heads of one group (the replay group kernel; 1 otherwise), nchunks blocks
   // per group
   int32_t rows_per_block = 0, nsplit = 0, heads_per_block = 1, nchunks = 1;
-  int32_t stages = 2;  ///< verify group kernel: checkpoint stages in flight per block
   // inputs (x, B, C, z in the input dtype; dt float32 or the input dtype), outputs
   const void* x = nullptr;
   const void* dt = nullptr;

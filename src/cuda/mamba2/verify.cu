@@ -91,22 +91,24 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 /// threads per block.
 struct VerifyPlan {
   bool group = true;
-  int rows_per_block = 0, threads = 0, heads_per_block = 1, stages = 2;
+  int rows_per_block = 0, threads = 0, heads_per_block = 1;
 };
 
-/// Whole rows up to 8-row items: ceil(P / split) rounded up to a multiple of 8.
-int split_rows(int64_t P, int64_t split) { return static_cast<int>((P + split - 1) / split + 7) / 8 * 8; }
+/// Whole rows up to `unit`-row items: ceil(P / split) rounded up to a multiple of unit.
+int split_rows(int64_t P, int64_t split, int unit) {
+  return static_cast<int>(((P + split - 1) / split + unit - 1) / unit * unit);
+}
 
 /// Rows from which the group kernel is the default.
 constexpr int64_t kVerifyGroupMinBatch = 128;
 
-/// Group kernel: a head's rows split so that a checkpoint stage stays under kVerifyTileBytes,
-/// heads_per_block the largest divisor of the group's heads whose shared memory stays under
-/// kVerifyBlockSmem (two blocks per SM), 8 streaming warps and the two chain warps; the one-head
-/// kernel (whole heads in 256-thread blocks) below kVerifyGroupMinBatch rows. Tuning runs and
-/// tests may override: RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch),
-/// "hpb=2", "split=2", "threads=160", "stages=3" (split = blocks per head; stages = checkpoint
-/// tiles in flight per block).
+/// Group kernel: whole heads (H200, session 24: Nano-4B batch 256 T = 4 / 8 7-15% faster than two
+/// blocks per head, which repeat the chain), heads_per_block the largest divisor of the group's
+/// heads whose shared memory stays under kVerifyBlockSmem (two blocks per SM), 8 streaming warps
+/// and the two chain warps; the one-head kernel (whole heads in 256-thread blocks) below
+/// kVerifyGroupMinBatch rows. Tuning runs and tests may override:
+/// RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch), "hpb=2",
+/// "split=2", "threads=160" (split = blocks per head).
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;
@@ -121,18 +123,13 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
     if (key == "split" && val > 0) split = val;
     if (key == "threads") threads = val;
     if (key == "hpb") hpb = val;
-    if (key == "stages") v.stages = val;
   });
-  check<ConfigError>(v.stages == 2 || v.stages == 3, op, ": verify plan stages = ", v.stages,
-                     ", expected 2 or 3");
   if (v.group) {
     v.threads = threads ? threads : kVerifyGroupThreads;
-    v.rows_per_block = std::min<int>(
-        split_rows(P, split > 0 ? split : (P * N * 4 + kVerifyTileBytes - 1) / kVerifyTileBytes),
-        static_cast<int>(P));
+    v.rows_per_block = std::min<int>(split_rows(P, split > 0 ? split : 1, 16), static_cast<int>(P));
     for (int64_t k = std::min<int64_t>(heads_per_group, 32); k >= 1; --k) {
       const VerifyGroupSmem sm(R, static_cast<int>(N), v.rows_per_block, static_cast<int>(k), KT,
-                               ring_bytes, in_bytes, v.stages);
+                               ring_bytes, in_bytes);
       if (heads_per_group % k == 0 && (sm.total * 4 <= kVerifyBlockSmem || k == 1)) {
         v.heads_per_block = static_cast<int>(k);
         break;
@@ -141,7 +138,7 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
     if (hpb != 0) v.heads_per_block = hpb;
   } else {  // whole heads (or `split` blocks per head), one head per block
     v.threads = threads ? threads : kVerifyMaxThreads;
-    v.rows_per_block = split > 0 ? std::min<int>(split_rows(P, split), static_cast<int>(P))
+    v.rows_per_block = split > 0 ? std::min<int>(split_rows(P, split, 8), static_cast<int>(P))
                                  : static_cast<int>(P);
   }
   const int max_threads = v.group ? kVerifyGroupThreads : kVerifyMaxThreads;
@@ -241,17 +238,15 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.nsplit = static_cast<int32_t>((d.headdim + plan.rows_per_block - 1) / plan.rows_per_block);
   p.heads_per_block = plan.heads_per_block;
   p.nchunks = p.heads_per_group / plan.heads_per_block;
-  p.stages = plan.stages;
   const int floats = plan.group ? VerifyGroupSmem(static_cast<int>(R), static_cast<int>(d.d_state),
                                                   plan.rows_per_block, plan.heads_per_block, K,
-                                                  ring_bytes, in_bytes, plan.stages).total
+                                                  ring_bytes, in_bytes).total
                                 : VerifySmem(static_cast<int>(R), static_cast<int>(d.d_state),
                                              plan.rows_per_block, K).total;
   const size_t smem = static_cast<size_t>(floats) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", d.headdim, " (ring L ", R,
                           ", ", plan.heads_per_block, " heads and ", plan.rows_per_block,
-                          " rows per block, ", plan.group ? plan.stages : 0,
-                          " stages) needs ", smem, " bytes of shared memory per block, expected <= ",
+                          " rows per block) needs ", smem, " bytes of shared memory per block, expected <= ",
                           max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)

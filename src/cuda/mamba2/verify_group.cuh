@@ -10,25 +10,32 @@
 // outputs need from the checkpoint only d_s = S0_r·C_s, which does not depend on the cursor, so the
 // chain (slot -> cursor -> ring -> weights) runs in two warps of its own beside the checkpoint
 // stream, once per block of K heads of one group (the whole group where shared memory allows):
-//   - streaming warps: the K checkpoint tiles through 2-3 shared-memory stages (cp.async; a thread
-//     reads only the chunks it copied), all R physical ring x rows and the tokens' x and z beside
-//     them (no cursor wait); per row the KT dots S0_r·C_s and one transposed butterfly; flush rows
-//     (the whole block: one batch row) wait for the chain's fold inputs once (ring B, the flush
-//     weights; the record weights are formed meanwhile), then fold each row right after its dots
-//     and store it — the only state write of a verify step;
+//   - streaming warps: units of 16 rows x 32 columns of one head's checkpoint, loaded into
+//     registers a unit ahead (no shared-memory stage); per unit the partial dots S0·C_s of its
+//     32 columns for all KT tokens on the tensor cores (mma m16n8k8, tf32 pairs: common/
+//     mma_tf32.cuh; the rows in M, the tokens in N), stored as one of N / 32 partials that the
+//     epilogue sums in a fixed order; on flush rows (the whole block: one batch row) the fold
+//     of the same registers right after, again on the tensor cores (rows in M, the unit's
+//     columns in N, the records in K; the accumulator starts at ā_f·S0), and the unit's store —
+//     the only state write of a verify step. Flush rows wait for the chain's fold inputs once;
+//     the ring x rows and the tokens' x and z are staged beside the stream (no cursor wait);
 //   - chain warp 0: B_l·C_s for every record of the window (ring B, then the tokens' B, which the
 //     group's first block appends); chain warp 1 meanwhile: every head's deltas (the tokens'
 //     appended), prefix sums, decays and flush weights, all heads' ring deltas in flight at once;
 //     then both: the record weights, heads split between them;
 //   - one barrier, then the epilogue writes y (coalesced) and appends the tokens' x rows.
-// A block's lifetime is then its K tiles' stream (the chain overlaps it), not the chain's
+// A block's lifetime is then its checkpoint stream (the chain overlaps it), not the chain's
 // dependent loads: the measured reason the one-head-per-block form (verify.cuh) and a
-// phase-by-phase form of this kernel ran at 2-3x an ordinary step.
+// phase-by-phase form of this kernel ran at 2-3x an ordinary step. The dots and the fold ran on
+// FFMA before (KT FMAs per element and a butterfly per row; a fold of ~4.6 instructions per FMA):
+// 60% of the instructions at T = 4 (ncu, bench/NOTES.md "Session 24").
 // The token axis is padded to KT (1, 2, 4 or 8); outputs past T_b are 0. fp32 checkpoints only.
 // Grid: x = (g * nchunks + chunk) * nsplit + split, y = batch row. Shared memory: VerifyGroupSmem.
+// N a multiple of 32.
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
 #include "cuda/mamba2/layout.cuh"
@@ -41,31 +48,30 @@ namespace replayssm::cuda::mamba2 {
 /// Threads of a verify group block: streaming warps plus the two chain warps, at most.
 constexpr int kVerifyChainThreads = 64;
 constexpr int kVerifyGroupThreads = 256 + kVerifyChainThreads;
-/// Checkpoint tile bytes per stage the host aims at (it splits a head's rows to stay under it),
-/// and shared memory per block (two blocks per SM) it picks heads per block under.
-constexpr int kVerifyTileBytes = 20 * 1024;
+/// Shared memory per block (two blocks per SM) the host picks heads per block under.
 constexpr int kVerifyBlockSmem = 112 * 1024;
+/// Columns of a streaming unit (its partial dots are one of N / kVerifyUnitCols partials).
+constexpr int kVerifyUnitCols = 32;
 
-/// Shared memory of verify_group_kernel in floats (every part 16-byte aligned): `stages`
-/// checkpoint stages [rows][N] (fp32), ring x [K][R][rows] (ring dtype, by physical row), the tokens' x and
-/// z [K][KT][rows] each (input dtype), ring B [R][N] by logical record (fp32, flush rows), the
-/// dots S0·C_s [K][KT][rows], record weights [K][R][KT], B_l·C_s [R][KT], decays [K][KT + 1]
-/// (the last: the flush decay), flush weights [K][R], D and A [2][K], and every head's window deltas and
-/// their prefix sums [K][2][64]. `rows` is rows_per_block, K heads_per_block.
+/// Shared memory of verify_group_kernel in floats (every part 16-byte aligned): ring x [K][R][rows]
+/// (ring dtype, by physical row), the tokens' x and z [K][KT][rows] each (input dtype), ring B
+/// [R][N] by logical record (fp32, flush rows; columns swizzled by fold_col), the partial dots
+/// S0·C_s [K][N / 32][KT][rows], record weights [K][R][KT], B_l·C_s [R][KT], decays [K][KT + 1]
+/// (the last: the flush decay), flush weights [K][R], D and A [2][K], and every head's window
+/// deltas and their prefix sums [K][2][64]. `rows` is rows_per_block, K heads_per_block.
 struct VerifyGroupSmem {
-  int tile = 0, x = 0, xt = 0, zt = 0, B = 0, d = 0, coef = 0, bc = 0, dec = 0, wf = 0, D = 0;
+  int x = 0, xt = 0, zt = 0, B = 0, d = 0, coef = 0, bc = 0, dec = 0, wf = 0, D = 0;
   int win = 0, total = 0;
   __host__ __device__ VerifyGroupSmem(int R, int N, int rows, int K, int KT, int ring_bytes,
-                                      int in_bytes, int stages) {
+                                      int in_bytes) {
     auto up4 = [](int v) { return (v + 3) / 4 * 4; };
     auto floats = [&](int elems, int bytes) { return up4((elems * bytes + 3) / 4); };
-    tile = up4(rows * N);
-    x = stages * tile;
+    x = 0;
     xt = x + floats(K * R * rows, ring_bytes);
     zt = xt + floats(K * KT * rows, in_bytes);
     B = zt + floats(K * KT * rows, in_bytes);
     d = B + R * N;
-    coef = d + up4(K * KT * rows);
+    coef = d + up4(K * (N / kVerifyUnitCols) * KT * rows);
     bc = coef + up4(K * R * KT);
     dec = bc + up4(R * KT);
     wf = dec + up4(K * (KT + 1));
@@ -80,6 +86,11 @@ namespace verify_group_detail {
 constexpr unsigned kFull = 0xffffffffu;
 
 constexpr int log2i(int v) { return v <= 1 ? 0 : 1 + log2i(v / 2); }
+
+/// Where column n of ring B record l sits in its shared-memory row: bits 1 and 4 flipped by the
+/// record's low two bits, so that the fold's B fragments (lane 4g + c reads record c or c + 4 at
+/// one of eight columns chosen by g) hit 32 different banks.
+__device__ __forceinline__ int fold_col(int l, int n) { return n ^ (((l & 1) << 1) | ((l & 2) << 3)); }
 
 /// The chain warp's B_l·C_s for one record (NL elements of B per lane, c the tokens' C over the
 /// same elements): lane groups of 32 / KT lanes end with token column lane >> log2(32 / KT); the
@@ -103,31 +114,27 @@ __device__ __forceinline__ void record_bc(const float (&e)[NL], const float (&c)
 
 template <class TIn, class TRing, int N, int KT>
 __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(const StepParams p) {
-  using Lay = Layout<4, N>;  // fp32 checkpoint
   using namespace verify_group_detail;
   using replay_detail::Loaded;
-  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
-  constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
-  constexpr int SHIFT = log2i(LPR / KT);  // lane -> token column of a row's butterfly
-  static_assert((LPR >> SHIFT) == KT, "KT must divide the lanes of a row");
-  constexpr int NL = N / 32;              // B and C elements per lane of chain warp 0
+  static_assert(N % kVerifyUnitCols == 0 && KT <= 8, "d_state a multiple of 32, at most 8 tokens");
+  constexpr int NQ = N / kVerifyUnitCols;  // column units of a row: partial dots per element
+  constexpr int NL = N / 32;               // B and C elements per lane of chain warp 0
   constexpr int VX = 16 / static_cast<int>(sizeof(TRing));  // ring x elements per 16-byte copy
   constexpr int VI = 16 / static_cast<int>(sizeof(TIn));    // input elements per 16-byte copy
   constexpr int RB = KT >= 8 ? 4 : 8;  // ring B rows in flight (chain warp 0)
   constexpr int HB = 8;                // heads' ring deltas in flight (chain warp 1)
-  constexpr int FR = COLS <= 4 ? 2 : 1;  // rows folded at once (B loaded once for them)
+  constexpr bool kCExact = sizeof(TIn) == 2;    // bf16 C: exact in tf32, no lo part
+  constexpr bool kBExact = sizeof(TRing) == 2;  // bf16 ring B likewise
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, P = p.P, rpb = p.rows_per_block, K = p.heads_per_block, Ty = p.Ty;
-  const int ns = p.stages;  // checkpoint stages (2 or 3)
   const VerifyGroupSmem sm(R, N, rpb, K, KT, static_cast<int>(sizeof(TRing)),
-                           static_cast<int>(sizeof(TIn)), ns);
-  auto stage = [&](int k) { return smem + (k % ns) * sm.tile; };
+                           static_cast<int>(sizeof(TIn)));
   TRing* const sxr = reinterpret_cast<TRing*>(smem + sm.x);  // [K][R][rpb] ring x, physical rows
   TIn* const sxt = reinterpret_cast<TIn*>(smem + sm.xt);     // [K][KT][rpb] tokens' x
   TIn* const szt = reinterpret_cast<TIn*>(smem + sm.zt);     // [K][KT][rpb] tokens' z
-  float* const sB = smem + sm.B;        // [R][N] ring B by logical record (flush rows)
-  float* const sd = smem + sm.d;        // [K][KT][rpb] S0·C_s
+  float* const sB = smem + sm.B;        // [R][N] ring B by logical record (flush rows; fold_col)
+  float* const sd = smem + sm.d;        // [K][NQ][KT][rpb] partial S0·C_s of each column unit
   float* const scoef = smem + sm.coef;  // [K][R][KT] record weights x B_l·C_s
   float* const sbc = smem + sm.bc;      // [R][KT] B_l·C_s
   float* const sdec = smem + sm.dec;    // [K][KT + 1] exp(A P_{h+s}); [KT]: the flush decay
@@ -146,9 +153,6 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int nstream = nthreads - kVerifyChainThreads;  // the last two warps are the chain warps
   const int lane = tid & 31, warp = tid >> 5;
-  const int lr = lane % LPR;
-  const int grp = warp * RPW + lane / LPR;  // first row of a streaming thread
-  const int pass = (nstream >> 5) * RPW;    // rows per pass of the streaming warps
   TIn* const y = static_cast<TIn*>(p.y);
   auto y_at = [&](int s, int k, int r) {  // y [batch, Ty, H, P]
     return ((static_cast<int64_t>(b) * Ty + s) * p.H + hd0 + k) * P + p0 + r;
@@ -184,22 +188,39 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
     return q >= R ? q - R : q;
   };
 
-  // Streaming threads: head k's rows into stage(k) (one copy group, empty past the last head).
-  auto issue = [&](int k) {
-    if (k < K) {
-      float* dst = stage(k);
-      const float* src = S0 + static_cast<int64_t>(k) * P * N;
-      for (int r = grp; r < nrows; r += pass)
-#pragma unroll
-        for (int c = 0; c < CPL; ++c)
-          cp_async16(dst + r * N + Lay::col(c, lr), src + static_cast<int64_t>(r) * N + Lay::col(c, lr));
-    }
-    cp_async_commit();
+  // Streaming warps: unit u = (head k, m-tile mt, column unit q), u = (k * mts + mt) * NQ + q;
+  // warp w takes units w, w + nw, ... A lane (mg, mc) = (lane >> 2, lane & 3) holds rows
+  // 16 mt + mg and + 8 of the unit, columns 32 q + 16 m + 4 mc .. + 3 (m = 0, 1): v[h][m] for the
+  // row half h. Rows past the block's are zero and never stored.
+  // A warp walks its units in (k, mt, q) coordinates, stepping by nw units without divisions.
+  const int nw = nstream >> 5, mts = (nrows + 15) / 16;
+  const int mg = lane >> 2, mc = lane & 3;
+  struct Unit {
+    int k, mt, q;
   };
-
-  float cv[KT][COLS];  // streaming threads: the tokens' C over this lane's columns
+  const int step_q = nw % NQ, step_mt = (nw / NQ) % mts, step_k = (nw / NQ) / mts;
+  auto next_unit = [&](Unit u) {
+    u.q += step_q;
+    u.mt += step_mt;
+    if (u.q >= NQ) u.q -= NQ, ++u.mt;
+    if (u.mt >= mts) u.mt -= mts, ++u.k;
+    u.k += step_k;
+    return u;
+  };
+  const Unit first{warp / NQ / mts, (warp / NQ) % mts, warp % NQ};
+  auto load_unit = [&](const Unit& u, float4 (&v)[2][2]) {
+    const int k = u.k, q = u.q, r = u.mt * 16 + mg;
+    const float* src = S0 + (static_cast<int64_t>(k) * P + r) * N + q * kVerifyUnitCols + 4 * mc;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+        v[h][m] = r + 8 * h < nrows ? __ldcs(reinterpret_cast<const float4*>(src + h * 8 * N + 16 * m))
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  };
+  float4 va[2][2], vb[2][2];  // the unit in hand and the next one (ping-pong)
   if (tid < nstream) {
-    for (int k = 0; k < ns; ++k) issue(k);
+    if (first.k < K) load_unit(first, va);
     {  // every physical ring x row of the block's heads, and the tokens' x and z: one group
       const int cpr = nrows / VX, total = K * R * cpr;
 #pragma unroll 1
@@ -220,24 +241,6 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
       }
       cp_async_commit();
     }
-    Loaded<TIn, VEC> craw[KT][CPL];
-#pragma unroll
-    for (int s = 0; s < KT; ++s)
-      if (s < Ty)
-#pragma unroll
-        for (int c = 0; c < CPL; ++c)
-          craw[s][c].load(static_cast<const TIn*>(p.C) +
-                          ((static_cast<int64_t>(b) * Ty + s) * p.G + g) * N + Lay::col(c, lr));
-#pragma unroll
-    for (int s = 0; s < KT; ++s)
-#pragma unroll
-      for (int c = 0; c < CPL; ++c) {
-        if (s < Ty)
-          craw[s][c].to(&cv[s][c * VEC]);
-        else
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) cv[s][c * VEC + e] = 0.0f;
-      }
     resolve();
   } else {
     const int cw = (tid - nstream) >> 5;  // chain warp 0 or 1
@@ -280,7 +283,7 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
           record_bc<KT, NL>(e, c, sbc, l, lane);
           if (fold)
 #pragma unroll
-            for (int v = 0; v < NL; ++v) sB[l * N + lane * NL + v] = e[v];
+            for (int v = 0; v < NL; ++v) sB[l * N + fold_col(l, lane * NL + v)] = e[v];
         }
       }
       // ... and of the tokens (inputs; the group's first block appends them to the ring).
@@ -394,94 +397,132 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
 
   const bool fold = flush_raw != 0 && hist > 0;  // block-uniform: one batch row
   if (tid < nstream) {
-    if (fold) {  // the flush weights, B_l and x_l are needed before the first row
+    if (fold) {  // the flush weights, B_l and x_l are needed before the first fold
       cp_async_wait<0>();
       __syncthreads();  // pairs with the chain warps' fold barrier (same `fold`: one batch row)
     }
-    const int nrounds = (nrows + pass - 1) / pass;  // uniform over the warp (shuffles)
-#pragma unroll 1
-    for (int k = 0; k < K; ++k) {
-      // Head k landed (copy groups: h0 .. h(ns-1), ring and tokens, h(ns), ...).
-      cp_async_wait_upto(k < ns ? ns : ns - 1);
-      const float* tile = stage(k);
-      float* const dk = sd + k * KT * rpb;
-#pragma unroll 1
-      for (int i = 0; i < nrounds; ++i) {
-        const int r = grp + i * pass;
-        const bool valid = r < nrows;
-        float s0[COLS];
+    // The tokens' C as the B fragments of the warp's column unit q: lane (mg, mc) holds token mg's
+    // C at columns 32 q + 16 m + 4 mc + 2 e + {0, 1} as b0, b1 of k-step (m, e) — the same
+    // columns as its checkpoint elements (the k order of a dot is free). Tokens past Ty are 0.
+    uint32_t cb[2][4], cl[2][4];  // tf32 hi and lo parts (lo unused for bf16 inputs: exact)
+    int cq = -1;
+    auto load_c = [&](int q) {
 #pragma unroll
-        for (int cc = 0; cc < CPL; ++cc)
+      for (int mm = 0; mm < 2; ++mm) {
+        float cf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (mg < Ty)
+          load_vec<TIn, 4>(static_cast<const TIn*>(p.C) + ((static_cast<int64_t>(b) * Ty + mg) * p.G + g) * N +
+                               q * kVerifyUnitCols + 16 * mm + 4 * mc,
+                           cf);
 #pragma unroll
-          for (int e = 0; e < VEC; e += 4) {
-            const float4 t4 = valid ? *reinterpret_cast<const float4*>(tile + r * N + Lay::col(cc, lr) + e)
-                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            s0[cc * VEC + e] = t4.x, s0[cc * VEC + e + 1] = t4.y;
-            s0[cc * VEC + e + 2] = t4.z, s0[cc * VEC + e + 3] = t4.w;
-          }
-        float part[KT];
-#pragma unroll
-        for (int s = 0; s < KT; ++s) {
-          part[s] = 0.0f;
-#pragma unroll
-          for (int e = 0; e < COLS; ++e) part[s] = __fmaf_rn(s0[e], cv[s][e], part[s]);
+        for (int j = 0; j < 4; ++j) {
+          const Tf32Pair t = Tf32Pair::of(cf[j]);
+          cb[mm][j] = kCExact ? __float_as_uint(cf[j]) : t.hi;
+          cl[mm][j] = t.lo;
         }
-        const float sum = transposed_sum<KT, LPR>(part, lr);
-        if (valid && (lr & ((1 << SHIFT) - 1)) == 0) dk[(lr >> SHIFT) * rpb + r] = sum;
       }
-      if (fold) {  // S_h = ā_f·S0 + Σ_{l<h} w_l·x_l·B_lᵀ, records in order, FR rows at a time
+    };
+    // One unit: its dots, and on flush rows its fold and store (cur: its elements).
+    auto unit = [&](const Unit& at, const float4 (&cur)[2][2]) {
+      const int q = at.q, mt = at.mt, k = at.k;
+      if (q != cq) {  // warp-uniform
+        load_c(q);
+        cq = q;
+      }
+      const int r0 = mt * 16 + mg;  // this lane's rows r0 and r0 + 8
+      // Element (h, mm, e, t): row r0 + 8 h, column 32 q + 16 mm + 4 mc + 2 e + t.
+      auto el = [&](int h, int mm, int e, int t) {
+        const float4& v = cur[h][mm];
+        return e ? (t ? v.w : v.z) : (t ? v.y : v.x);
+      };
+      // ---- partial dots S0·C_s over the unit's columns: rows in M, tokens in N, columns in K
+      float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int mm = 0; mm < 2; ++mm)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const Tf32Pair a0 = Tf32Pair::of(el(0, mm, e, 0)), a1 = Tf32Pair::of(el(1, mm, e, 0));
+          const Tf32Pair a2 = Tf32Pair::of(el(0, mm, e, 1)), a3 = Tf32Pair::of(el(1, mm, e, 1));
+          const uint32_t b0 = cb[mm][2 * e], b1 = cb[mm][2 * e + 1];
+          mma_tf32(dh, a0.hi, a1.hi, a2.hi, a3.hi, b0, b1);
+          mma_tf32(dl, a0.lo, a1.lo, a2.lo, a3.lo, b0, b1);
+          if constexpr (!kCExact) mma_tf32(dl, a0.hi, a1.hi, a2.hi, a3.hi, cl[mm][2 * e], cl[mm][2 * e + 1]);
+        }
+      {  // d_j: row r0 + 8 (j >> 1), token 2 mc + (j & 1)
+        float* const dq = sd + (k * NQ + q) * KT * rpb;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int s = 2 * mc + (j & 1), r = r0 + (j >> 1) * 8;
+          if (s < KT && r < nrows) dq[s * rpb + r] = __fadd_rn(dh[j], dl[j]);
+        }
+      }
+      if (fold) {  // S_h = ā_f·S0 + Σ_{l<h} w_l·x_l·B_lᵀ: rows in M, the unit's columns in N
+        // (n-tile (mm, e): n = 2 c' + t is column 32 q + 16 mm + 4 c' + 2 e + t, so that each
+        // lane accumulates its own elements), records in K
         const float af = sdec[k * (KT + 1) + KT];
         const float* const wk = swf + k * R;
         const TRing* const xk = sxr + k * R * rpb;
+        float d[2][2][4];
+#pragma unroll
+        for (int mm = 0; mm < 2; ++mm)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) d[mm][e][j] = __fmul_rn(af, el(j >> 1, mm, e, j & 1));
+        const int colg = q * kVerifyUnitCols + 4 * (mg >> 1) + (mg & 1);  // B column of n = mg
 #pragma unroll 1
-        for (int i = 0; i < nrounds; i += FR) {
-          int r[FR];
-          bool valid[FR];
-          float s0[FR][COLS];
+        for (int l0 = 0; l0 < hist; l0 += 8) {
+          const int la = l0 + mc, lb = la + 4;  // this lane's records (k = mc, mc + 4)
+          float w[4];  // a0 (r0, la), a1 (r0 + 8, la), a2 (r0, lb), a3 (r0 + 8, lb)
 #pragma unroll
-          for (int f = 0; f < FR; ++f) {
-            r[f] = grp + (i + f) * pass;
-            valid[f] = r[f] < nrows;
-#pragma unroll
-            for (int cc = 0; cc < CPL; ++cc)
-#pragma unroll
-              for (int e = 0; e < VEC; e += 4) {
-                const float4 t4 = valid[f] ? *reinterpret_cast<const float4*>(tile + r[f] * N + Lay::col(cc, lr) + e)
-                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                float* sv = &s0[f][cc * VEC + e];
-                sv[0] = __fmul_rn(af, t4.x), sv[1] = __fmul_rn(af, t4.y);
-                sv[2] = __fmul_rn(af, t4.z), sv[3] = __fmul_rn(af, t4.w);
-              }
+          for (int j = 0; j < 4; ++j) {
+            const int l = j < 2 ? la : lb, r = r0 + (j & 1) * 8;
+            w[j] = l < hist && r < nrows ? __fmul_rn(wk[l], to_f32(xk[phys(l) * rpb + r])) : 0.0f;
           }
-#pragma unroll 1
-          for (int l = 0; l < hist; ++l) {
-            const TRing* const xl = xk + phys(l) * rpb;
-            float cx[FR];
+          const Tf32Pair w0 = Tf32Pair::of(w[0]), w1 = Tf32Pair::of(w[1]);
+          const Tf32Pair w2 = Tf32Pair::of(w[2]), w3 = Tf32Pair::of(w[3]);
 #pragma unroll
-            for (int f = 0; f < FR; ++f) cx[f] = valid[f] ? __fmul_rn(wk[l], to_f32(xl[r[f]])) : 0.0f;
+          for (int mm = 0; mm < 2; ++mm)
 #pragma unroll
-            for (int cc = 0; cc < CPL; ++cc)
-#pragma unroll
-              for (int e = 0; e < VEC; e += 4) {
-                const float4 b4 = *reinterpret_cast<const float4*>(sB + l * N + Lay::col(cc, lr) + e);
-#pragma unroll
-                for (int f = 0; f < FR; ++f) {
-                  float* sv = &s0[f][cc * VEC + e];
-                  sv[0] = __fmaf_rn(cx[f], b4.x, sv[0]), sv[1] = __fmaf_rn(cx[f], b4.y, sv[1]);
-                  sv[2] = __fmaf_rn(cx[f], b4.z, sv[2]), sv[3] = __fmaf_rn(cx[f], b4.w, sv[3]);
-                }
+            for (int e = 0; e < 2; ++e) {
+              const int col = colg + 16 * mm + 2 * e;
+              const float ba = la < hist ? sB[la * N + fold_col(la, col)] : 0.0f;
+              const float bb = lb < hist ? sB[lb * N + fold_col(lb, col)] : 0.0f;
+              float(&dd)[4] = d[mm][e];
+              if constexpr (kBExact) {
+                const uint32_t b0 = __float_as_uint(ba), b1 = __float_as_uint(bb);
+                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0, b1);
+                mma_tf32(dd, w0.lo, w1.lo, w2.lo, w3.lo, b0, b1);
+              } else {
+                const Tf32Pair b0 = Tf32Pair::of(ba), b1 = Tf32Pair::of(bb);
+                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0.hi, b1.hi);
+                mma_tf32(dd, w0.lo, w1.lo, w2.lo, w3.lo, b0.hi, b1.hi);
+                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0.lo, b1.lo);
               }
-          }
-#pragma unroll
-          for (int f = 0; f < FR; ++f)
-            if (valid[f]) {
-              float* const dst = S0 + (static_cast<int64_t>(k) * P + r[f]) * N;
-#pragma unroll
-              for (int cc = 0; cc < CPL; ++cc) store16_stream(dst + Lay::col(cc, lr), &s0[f][cc * VEC]);
             }
         }
+        float* const dst = S0 + (static_cast<int64_t>(k) * P + r0) * N + q * kVerifyUnitCols + 4 * mc;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (r0 + 8 * h < nrows)
+#pragma unroll
+            for (int mm = 0; mm < 2; ++mm) {
+              const float o[4] = {d[mm][0][2 * h], d[mm][0][2 * h + 1], d[mm][1][2 * h], d[mm][1][2 * h + 1]};
+              store16_stream(dst + h * 8 * N + 16 * mm, o);
+            }
       }
-      issue(k + ns);  // into the stage this thread has just read
+    };
+    // Each unit loads the next one's elements before its own math.
+#pragma unroll 1
+    for (Unit at = first; at.k < K;) {
+      const Unit nx = next_unit(at);
+      if (nx.k < K) load_unit(nx, vb);
+      unit(at, va);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int mm = 0; mm < 2; ++mm) va[h][mm] = vb[h][mm];
+      at = nx;
     }
     cp_async_wait<0>();  // the ring and token rows (the epilogue reads every thread's copies)
   }
@@ -514,13 +555,16 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
       rxw[(static_cast<int64_t>(k) * R + phys(hist + t)) * P + r] = from_f32<TRing>(xl);
     }
     const float* const dec = sdec + k * (KT + 1);
-    const float* const dk = sd + k * KT * rpb + r;
+    const float* const dk = sd + k * NQ * KT * rpb + r;  // the column units' partial dots
 #pragma unroll
     for (int s = 0; s < KT; ++s) {
       if (s >= Ty) break;
       float out = 0.0f;
       if (s < Tb) {
-        const float sum = __fadd_rn(__fmul_rn(dec[s], dk[s * rpb]), acc[s]);
+        float dot = dk[s * rpb];
+#pragma unroll
+        for (int q = 1; q < NQ; ++q) dot = __fadd_rn(dot, dk[(q * KT + s) * rpb]);
+        const float sum = __fadd_rn(__fmul_rn(dec[s], dot), acc[s]);
         out = output_of(sum, sD[k], p.has_D, to_f32(xt[s * rpb]), p.has_z,
                         p.has_z ? to_f32(szt[(k * KT + s) * rpb + r]) : 0.0f);
       }
