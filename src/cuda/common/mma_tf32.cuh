@@ -1,9 +1,12 @@
 // fp32 products on the tensor cores (sm_80+): mma.sync m16n8k8 with tf32 operands, an fp32 value
 // carried as two tf32 parts (hi = x cut to tf32, lo = x - hi, exact in fp32, of which the tensor
 // core reads the leading 11 bits). a·b ≈ a_hi·b + a_lo·b (+ a_hi·b_lo for an fp32 b) has a
-// relative error below 2^-20 per product: ~16 fp32 roundings, not tf32's 2^-10 (the "3xTF32"
-// scheme of the GEMM literature). bf16 values are exact in tf32 (8 significant bits of 11): they
-// need no lo part.
+// relative error per product below 2^-20 for an exact b (a bf16 value: 8 significant bits of
+// tf32's 11, no lo part needed) and below ~3·2^-20 for an fp32 b; the tensor core's fp32
+// accumulation adds its own rounding (measurements in the literature show truncation) per
+// accumulated term. Against tf32's 2^-10 alone this is the "3xTF32" scheme of the GEMM literature.
+// That lo may carry 13 low bits the tensor core does not read is an assumption the GPU tests
+// check against the fp64 oracle on the H200; masking lo (one more LOP3) would make it explicit.
 //
 // Fragment layouts of m16n8k8 (PTX ISA, "Matrix fragments for mma.m16n8k8", .tf32), for lane
 // = 4 g + c (g = lane >> 2, c = lane & 3):
@@ -24,6 +27,7 @@ namespace replayssm::cuda {
 /// and the tensor core reads lo's leading 11 bits, so hi·b + lo·b is within 2^-20 |x·b| of x·b.
 /// Non-finite x: hi keeps Inf or NaN (a NaN whose payload lies in the low 13 bits becomes Inf),
 /// lo is NaN, so the product is NaN (FFMA would give ±Inf for an infinite x and finite b != 0).
+/// A non-finite b times a finite x whose lo is 0 is NaN too (0·Inf in the lo product).
 struct Tf32Pair {
   uint32_t hi, lo;
   __device__ __forceinline__ static Tf32Pair of(float x) {

@@ -87,8 +87,8 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 }
 
 /// A verify launch: the group kernel (verify_group.cuh: heads_per_block heads of one group per
-/// block) or the one-head kernel (verify.cuh); headdim rows per block (a multiple of 8) and
-/// threads per block.
+/// block) or the one-head kernel (verify.cuh); headdim rows per block (a multiple of 16 or the
+/// whole headdim for the group kernel, of 8 for the one-head kernel) and threads per block.
 struct VerifyPlan {
   bool group = true;
   int rows_per_block = 0, threads = 0, heads_per_block = 1;
@@ -108,7 +108,8 @@ constexpr int64_t kVerifyGroupMinBatch = 128;
 /// and the two chain warps; the one-head kernel (whole heads in 256-thread blocks) below
 /// kVerifyGroupMinBatch rows. Tuning runs and tests may override:
 /// RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch), "hpb=2",
-/// "split=2", "threads=160" (split = blocks per head).
+/// "split=2", "threads=160" (split: ceil(P / split) rows per block, rounded up to 16 rows for the
+/// group kernel and 8 for the one-head kernel, so P = 64 with split = 3 makes 2 blocks).
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;

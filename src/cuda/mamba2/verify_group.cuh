@@ -38,7 +38,6 @@
 #include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/mamba2/conventional.cuh"
-#include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
 #include "cuda/mamba2/replay.cuh"
 #include "cuda/mamba2/step_math.cuh"
