@@ -24,7 +24,8 @@ namespace replayssm::cuda {
 
 /// x = hi + lo exactly (fp32), hi = x with its mantissa cut to tf32's 10 bits (truncation: one
 /// LOP3; cvt.rna.tf32.f32 is an emulated sequence of ~7 instructions on sm_90). |lo| < 2^-10 |x|,
-/// and the tensor core reads lo's leading 11 bits, so for an exact b, hi·b + lo·b is within 2^-20 |x·b| of x·b.
+/// and the tensor core reads lo's leading 11 bits, so for an exact b, hi·b + lo·b is within
+/// 2^-20 |x·b| of x·b.
 /// Non-finite x: hi keeps Inf or NaN (a NaN whose payload lies in the low 13 bits becomes Inf),
 /// lo is NaN, so the product is NaN (FFMA would give ±Inf for an infinite x and finite b != 0).
 /// A non-finite b times a finite x whose lo is 0 is NaN too (0·Inf in the lo product).
