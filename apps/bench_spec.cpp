@@ -184,7 +184,7 @@ int run_spec(const SpecArgs& args) {
     (void)served_requests(a.prompts_file, 1, a.prompt_len, a.new_tokens);
     if (a.drafter != "ngram") {  // model:DIR (drafter_spec checked the form while parsing)
       const engine::Checkpoint draft = engine::Checkpoint::open(a.drafter.substr(6));
-      const int64_t dv = engine::parse_config(draft.config()).vocab_size;
+      const int64_t dv = engine::parse_config_of(draft).vocab_size;
       check<ConfigError>(dv == src.cfg.vocab_size, "bench spec: draft model ", a.drafter.substr(6),
                          " has vocab ", dv, ", the target ", src.cfg.vocab_size);
     }

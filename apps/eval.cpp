@@ -54,7 +54,7 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 int run_eval(const EvalArgs& args) {
   EvalArgs a = args;
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
-  const engine::ModelConfig cfg = engine::parse_config(engine::Checkpoint::open(a.model).config());
+  const engine::ModelConfig cfg = engine::parse_config_of(engine::Checkpoint::open(a.model));
   check<ConfigError>(
       cfg.vocab_size == 256,
       "--model: '", a.model, "' is not a byte-level model (vocab 256); eval reads text as bytes "

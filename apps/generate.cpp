@@ -177,7 +177,7 @@ int generate(const GenerateOptions& o) {
   if (auto_device) opt.device = cuda::device_count() > 0 ? "cuda" : "cpu";
   // Peek at the vocabulary (config.json only) to decide between text and token ids.
   const bool bytes =
-      engine::parse_config(engine::Checkpoint::open(opt.model).config()).vocab_size == 256;
+      engine::parse_config_of(engine::Checkpoint::open(opt.model)).vocab_size == 256;
   const auto reqs = make_requests(opt, bytes);
   const bool stream = reqs.size() == 1 && !opt.quiet;
   // auto: shared state baselines (shared-*) decode conventionally, everything else with ReplaySSM.

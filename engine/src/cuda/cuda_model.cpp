@@ -211,7 +211,7 @@ class CudaModel final : public Model {
 };
 
 CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
-  cfg_ = parse_config(ck.config());
+  cfg_ = parse_config_of(ck);
   opt_ = resolve_options(cfg_, opt);
   check_cuda_model(cfg_, opt_);
   const ModelLayout layout = model_layout(ck, cfg_);

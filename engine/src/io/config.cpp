@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include "replayssm/engine/checkpoint.h"
+
 namespace replayssm::engine {
 namespace {
 
@@ -588,6 +590,17 @@ ModelConfig parse_config(const json& j) {
          "qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text");
   c.model_type = type;
   return c;
+}
+
+ModelConfig parse_config_of(const Checkpoint& ck) {
+  try {
+    return parse_config(ck.config());
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    if (m.rfind("config: ", 0) == 0) m.erase(0, 8);
+    const bool synthetic = ck.dir().rfind("random-weights:", 0) == 0;  // Checkpoint::random
+    throw ConfigError(ck.dir() + (synthetic ? " config: " : "/config.json: ") + m);
+  }
 }
 
 }  // namespace replayssm::engine

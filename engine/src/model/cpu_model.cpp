@@ -18,7 +18,7 @@
 namespace replayssm::engine {
 
 CpuModel::CpuModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) {
-  cfg_ = parse_config(ck.config());
+  cfg_ = parse_config_of(ck);
   opt_ = resolve_options(cfg_, opt);
   ssm_.mode = opt.ssm;
   ssm_.dt_floor = opt.dt_floor;

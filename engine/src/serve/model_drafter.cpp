@@ -104,7 +104,7 @@ class ModelDrafter final : public Drafter {
 std::unique_ptr<Drafter> make_model_drafter(const std::string& dir, int64_t target_vocab,
                                             int32_t max_slots, int32_t max_context,
                                             bool cuda) {
-  const int64_t vocab = parse_config(Checkpoint::open(dir).config()).vocab_size;
+  const int64_t vocab = parse_config_of(Checkpoint::open(dir)).vocab_size;
   check<ConfigError>(vocab == target_vocab, "drafter vocab mismatch: draft model ", dir,
                      " has vocab ", vocab, ", the target has ", target_vocab);
   ModelOptions o;
