@@ -69,7 +69,10 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
   if (!texts.empty())
     check<ConfigError>(bytes, "this checkpoint's vocabulary is not byte-level: pass token ids "
                               "with --prompt-ids (no tokenizer.json reader yet)");
-  for (const auto& t : texts) reqs.push_back({engine::byte_encode(t), o.max_new_tokens});
+  for (const auto& t : texts) {
+    check<ConfigError>(!t.empty(), "--prompt: request ", reqs.size(), " is empty");
+    reqs.push_back({engine::byte_encode(t), o.max_new_tokens});
+  }
   if (!o.prompt_ids.empty()) reqs.push_back({parse_ids(o.prompt_ids), o.max_new_tokens});
   check<ConfigError>(o.prompts_file.empty() || !reqs.empty(), "--prompts: '", o.prompts_file,
                      "' has no prompt (one per line; blank lines are skipped)");
@@ -119,7 +122,10 @@ Run run_once(const GenerateOptions& o, engine::SsmMode mode, const std::vector<e
   auto echo = [&] {
     if (!stream || echoed) return;
     echoed = true;
-    if (bytes) std::fputs(engine::byte_decode(reqs[0].prompt).c_str(), stdout);
+    if (bytes) {  // every byte, NUL included (fputs would stop at one)
+      const std::string text = engine::byte_decode(reqs[0].prompt);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
     else
       for (int32_t t : reqs[0].prompt) std::printf("%d ", t);
   };
@@ -221,7 +227,11 @@ int generate(const GenerateOptions& o) {
              opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens,
              s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
-             opt.speculate > 0 ? opt.spec_mode : opt.ssm, main_run.ring,
+             opt.speculate > 0 ? opt.spec_mode : opt.ssm,
+             // ReplaySSM at L = 1 (the dispatcher's choice at small batches) is the conventional step
+             opt.speculate == 0 && opt.ssm == "replay" && main_run.ring == 1
+                 ? std::string("1 = the conventional step")
+                 : std::to_string(main_run.ring),
              batch_size(opt, reqs.size()),
              opt.state == "fp32" || opt.state == "fp32/fp32" ? "" : ", state " + opt.state);
   // A split mode (recurrence/read) at L = 1 flushes every step: its read copy is never read.
