@@ -228,8 +228,8 @@ int generate(const GenerateOptions& o) {
              s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm,
-             // ReplaySSM at L = 1 (the dispatcher's choice at small batches) is the conventional step
-             opt.speculate == 0 && opt.ssm == "replay" && main_run.ring == 1
+             // ReplaySSM at L = 1, where the dispatcher (-L 0) chose it, is the conventional step
+             opt.speculate == 0 && opt.ssm == "replay" && opt.ring == 0 && main_run.ring == 1
                  ? std::string("1 = the conventional step")
                  : std::to_string(main_run.ring),
              batch_size(opt, reqs.size()),
