@@ -35,6 +35,8 @@ struct Tf32Pair {
     const uint32_t h = __float_as_uint(x) & 0xffffe000u;
     return {h, __float_as_uint(__fsub_rn(x, __uint_as_float(h)))};
   }
+  /// x exact in tf32 (a bf16 value): the bits as they are, lo zero.
+  __device__ __forceinline__ static Tf32Pair exact(float x) { return {__float_as_uint(x), 0u}; }
 };
 
 /// d += A·B for one m16n8k8 tile (tf32 operands, fp32 accumulation). Every lane of the warp must
@@ -45,6 +47,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
       "{%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/// d += A·B with both operands as pairs: a_hi·b_hi, then a_lo·b_hi, then a_hi·b_lo unless B is
+/// exact in tf32 (BExact: its lo parts are zero and that product is skipped).
+template <bool BExact>
+__device__ __forceinline__ void mma_tf32_pairs(float (&d)[4], const Tf32Pair (&a)[4],
+                                               const Tf32Pair& b0, const Tf32Pair& b1) {
+  mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.hi, b1.hi);
+  mma_tf32(d, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b0.hi, b1.hi);
+  if constexpr (!BExact) mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.lo, b1.lo);
 }
 
 }  // namespace replayssm::cuda

@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
         v[h][m] = r + 8 * h < nrows ? __ldcs(reinterpret_cast<const float4*>(src + h * 8 * N + 16 * m))
                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   };
-  float4 va[2][2], vb[2][2];  // the unit in hand and the next one (ping-pong)
+  float4 va[2][2], vb[2][2];  // the unit in hand and the next one
   if (tid < nstream) {
     if (first.k < K) load_unit(first, va);
     {  // every physical ring x row of the block's heads, and the tokens' x and z: one group
@@ -478,8 +478,9 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
             const int l = j < 2 ? la : lb, r = r0 + (j & 1) * 8;
             w[j] = l < hist && r < nrows ? __fmul_rn(wk[l], to_f32(xk[phys(l) * rpb + r])) : 0.0f;
           }
-          const Tf32Pair w0 = Tf32Pair::of(w[0]), w1 = Tf32Pair::of(w[1]);
-          const Tf32Pair w2 = Tf32Pair::of(w[2]), w3 = Tf32Pair::of(w[3]);
+          const Tf32Pair wp[4] = {Tf32Pair::of(w[0]), Tf32Pair::of(w[1]), Tf32Pair::of(w[2]),
+                                  Tf32Pair::of(w[3])};
+          auto pair = [](float x) { return kBExact ? Tf32Pair::exact(x) : Tf32Pair::of(x); };
 #pragma unroll
           for (int mm = 0; mm < 2; ++mm)
 #pragma unroll
@@ -487,17 +488,7 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
               const int col = colg + 16 * mm + 2 * e;
               const float ba = la < hist ? sB[la * N + fold_col(la, col)] : 0.0f;
               const float bb = lb < hist ? sB[lb * N + fold_col(lb, col)] : 0.0f;
-              float(&dd)[4] = d[mm][e];
-              if constexpr (kBExact) {
-                const uint32_t b0 = __float_as_uint(ba), b1 = __float_as_uint(bb);
-                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0, b1);
-                mma_tf32(dd, w0.lo, w1.lo, w2.lo, w3.lo, b0, b1);
-              } else {
-                const Tf32Pair b0 = Tf32Pair::of(ba), b1 = Tf32Pair::of(bb);
-                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0.hi, b1.hi);
-                mma_tf32(dd, w0.lo, w1.lo, w2.lo, w3.lo, b0.hi, b1.hi);
-                mma_tf32(dd, w0.hi, w1.hi, w2.hi, w3.hi, b0.lo, b1.lo);
-              }
+              mma_tf32_pairs<kBExact>(d[mm][e], wp, pair(ba), pair(bb));
             }
         }
         float* const dst = S0 + (static_cast<int64_t>(k) * P + r0) * N + q * kVerifyUnitCols + 4 * mc;
