@@ -18,13 +18,15 @@
 // memory (history from the ring, tokens normalised by one warp each and appended to the ring);
 // gate prefix sums; the per-token vectors and record coefficients (one warp per (record, token)
 // pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by
-// every row; then per state row the 2 KT dots and history sums in two transposed butterflies (hk,
-// then hq), R gathered by shuffles, lane s forming U_s and y_s from its rows of the two matrices,
-// and the fold on flush rows. The token axis is padded to KT
+// every row; then every row's [hk | hq] (the 2 KT dots and the history sums) and, on flush rows,
+// the fold on the tensor cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as
+// mamba2/verify_group.cuh), into a per-row buffer; then per (row, token) R, U_s and y_s from the
+// two matrices. The token axis is padded to KT
 // (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared memory: VerifySmem. fp32 state.
 #pragma once
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/ring_window.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/common/row_layout.cuh"
@@ -35,14 +37,20 @@ namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
 
+/// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
+__host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
+
 /// Shared memory of the verify kernel in floats (every part 16-byte aligned): the checkpoint
-/// [V][K], the window's k^ [R][K] (history rows later turned into fold vectors), the tokens' q^
-/// [KT][K], gates then their prefix sums [R][GW], the token vectors vk, vq [2 KT][K], history u
-/// [V][us] by (row, record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the
-/// flush decay [K], and the solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each.
+/// [V][K] (16-byte chunks swizzled by tile_col), the window's k^ [R][K] (history rows later turned
+/// into fold vectors), the tokens' q^ [KT][K], gates then their prefix sums [R][GW], the token
+/// vectors vk, vq in mma B-fragment order [NW8 / 8][K / 8][32 lanes][2], history u [V][us] by (row,
+/// record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
+/// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, and every row's [hk | hq] [V][NW8 + 1] (the
+/// odd stride: the epilogue's threads read consecutive rows at one column).
 struct VerifySmem {
   int us = 0;
-  int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, total = 0;
+  int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, h = 0;
+  int total = 0;
   __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
     us = R + 1;  // odd: the record-major staging writes fall on distinct banks
@@ -50,15 +58,21 @@ struct VerifySmem {
     q = k + R * K;
     g = q + KT * K;
     vec = g + up4(R * GW);
-    u = vec + 2 * KT * K;
+    u = vec + verify_nw8(KT) * K;
     v = u + up4(V * us);
     coef = v + up4(KT * V);
     beta = coef + up4(R * 2 * KT);
     fd = beta + up4(KT);
     solve = fd + K;
-    total = solve + 2 * KT * KT;
+    h = solve + up4(2 * KT * KT);
+    total = h + V * (verify_nw8(KT) + 1);
   }
 };
+
+/// Where column `col` of checkpoint row r sits in the staged tile: 16-byte chunk bit 2 flipped on
+/// odd rows, so that the mma A-fragment loads (a quarter warp reads rows 2p and 2p + 1 at the same
+/// four chunks) hit 32 different banks.
+__host__ __device__ constexpr int tile_col(int r, int col) { return col ^ ((r & 1) << 4); }
 
 namespace verify_detail {
 constexpr unsigned kFull = 0xffffffffu;
@@ -68,13 +82,10 @@ template <class TIn, int K, int KT, bool KDA>
 __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams p) {
   using Lay = RowLayout<4, K, 32>;
   using namespace verify_detail;
-  constexpr int LPR = Lay::kLanesPerRow, COLS = Lay::kCols, VEC = Lay::kVec;
-  constexpr int CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
+  constexpr int LPR = Lay::kLanesPerRow, CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
-  // lane -> token column of a transposed_sum of KT values over a row's LPR lanes
-  constexpr int SHIFT = LPR / KT == 1 ? 0 : LPR / KT == 2 ? 1 : LPR / KT == 4 ? 2 : LPR / KT == 8 ? 3
-                        : LPR / KT == 16 ? 4 : 5;
-  static_assert((LPR >> SHIFT) == KT, "KT must divide the lanes of a row");
+  constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
+  static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (tile_col, 16-column groups)");
   constexpr int GW = KDA ? K : 1;
 
   extern __shared__ __align__(16) float smem[];
@@ -84,7 +95,7 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   float* const sK = smem + sm.k;
   float* const sQ = smem + sm.q;
   float* const sG = smem + sm.g;
-  float* const sVec = smem + sm.vec;  // [NV][K]: vk_0.., then vq_0..
+  float* const sVec = smem + sm.vec;  // vk_0.., vq_0.. as mma B fragments (see phase 2)
   float* const sU = smem + sm.u;
   float* const sV = smem + sm.v;
   float* const sCoef = smem + sm.coef;  // [R][NV]: ck[l][0..KT), cq[l][0..KT)
@@ -111,7 +122,7 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   for (int r = row0; r < V; r += rstep)
 #pragma unroll
     for (int c = 0; c < CPL; ++c)
-      cp_async16(tile + r * K + Lay::col(c, lr), S0 + static_cast<int64_t>(r) * K + Lay::col(c, lr));
+      cp_async16(tile + r * K + tile_col(r, Lay::col(c, lr)), S0 + static_cast<int64_t>(r) * K + Lay::col(c, lr));
   cp_async_commit();
 
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
@@ -208,12 +219,16 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   __syncthreads();
   auto G = [&](int l, int c) { return sG[l * GW + (KDA ? c : 0)]; };
   auto decay = [&](float e) { return expf(fminf(e, 0.0f)); };  // e^{G_t - G_l}, never above 1
-  // Token vectors vk, vq (zero past T_b) and the flush decay.
-  for (int i = tid; i < NV * K; i += blockDim.x) {
+  // Token vectors vk, vq (zero past T_b and in the padding columns) and the flush decay. Column n
+  // of [vk | vq] is the n-th column of the mma's B: element (k = col, n) is stored where lane
+  // 4 (n % 8) + c reads it as b0 / b1 of k-step 2 m + e (col = 16 m + 4 c + 2 e + t; phase 3).
+  for (int i = tid; i < NW8 * K; i += blockDim.x) {
     const int n = i / K, c = i % K, s = n % KT;
     float v = 0.0f;
-    if (s < Tb) v = __fmul_rn(decay(G(hist + s, c)), n < KT ? sK[(hist + s) * K + c] : sQ[s * K + c]);
-    sVec[i] = v;
+    if (n < NV && s < Tb)
+      v = __fmul_rn(decay(G(hist + s, c)), n < KT ? sK[(hist + s) * K + c] : sQ[s * K + c]);
+    const int ks = 2 * (c >> 4) + ((c >> 1) & 1), fl = 4 * (n & 7) + ((c >> 2) & 3);
+    sVec[(((n >> 3) * (K / 8) + ks) * 32 + fl) * 2 + (c & 1)] = v;
   }
   if (flush && hist > 0)
     for (int c = tid; c < K; c += blockDim.x) sFd[c] = decay(G(hist - 1, c));
@@ -284,109 +299,139 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     }
   __syncthreads();
 
-  // ---- phase 3: per state row: hk, hq of every token; the solve; y and the tokens' u.
+  // ---- phase 3: every row's [hk | hq] on the tensor cores (mma m16n8k8, fp32 as tf32 hi + lo
+  // pairs: common/mma_tf32.cuh), a warp per 16-row m-tile; on flush rows the fold likewise. Then
+  // per (row, token) the solve, y and the token's u.
+  //   [hk | hq] = S0 · [vk | vq] + U_hist · [ck | cq]    (rows in M, the 2 KT columns in N)
+  //   S0 <- fd ⊙ S0 + U_hist · Kf                         (rows in M, 8 state columns in N)
+  // A lane (mg, mc) holds rows r0 = 16 mt + mg and r0 + 8, columns 16 kg + 4 mc .. + 3 of each
+  // 16-column group kg: k-step 2 kg + e takes columns 16 kg + 4 mc + 2 e + {0, 1} as k = mc and
+  // mc + 4 (the k order of a dot is free), and the fold's n-tile (kg, e) maps n = 2 c' + t to
+  // column 16 kg + 4 c' + 2 e + t, so that a lane's accumulators are its own elements.
   cp_async_wait<0>();
-  // The token vectors over this lane's columns: vk in registers; vq too up to KT = 4 (at KT = 8
-  // it is read from shared memory per row, which keeps two blocks per SM).
-  constexpr bool kQRegs = KT <= 4;
-  float vk[KT][COLS], vq[kQRegs ? KT : 1][COLS];
+  __syncthreads();  // the tile: rows are read by other warps than the ones that copied them
+  float* const sH = smem + sm.h;  // [V][HS] every row's [hk | hq]
+  constexpr int HS = NW8 + 1;
+  {
+    const int mg = lane >> 2, mc = lane & 3;
+    const bool fold = flush && hist > 0;
+    // U_hist as the A fragments of record k-step l0: a0 (r0, l0 + mc), a1 (r0 + 8, ..),
+    // a2 (r0, l0 + mc + 4), a3 (r0 + 8, ..); zero past the rows and the history.
+    auto u_frag = [&](int r0, int l0, Tf32Pair (&w)[4]) {
 #pragma unroll
-  for (int n = 0; n < KT; ++n)
-#pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const float4 w = *reinterpret_cast<const float4*>(sVec + n * K + Lay::col(c, lr));
-      vk[n][c * VEC] = w.x, vk[n][c * VEC + 1] = w.y, vk[n][c * VEC + 2] = w.z, vk[n][c * VEC + 3] = w.w;
-      if constexpr (kQRegs) {
-        const float4 q4 = *reinterpret_cast<const float4*>(sVec + (KT + n) * K + Lay::col(c, lr));
-        vq[n][c * VEC] = q4.x, vq[n][c * VEC + 1] = q4.y, vq[n][c * VEC + 2] = q4.z, vq[n][c * VEC + 3] = q4.w;
+      for (int j = 0; j < 4; ++j) {
+        const int l = l0 + mc + (j >> 1) * 4, r = r0 + (j & 1) * 8;
+        w[j] = Tf32Pair::of(l < hist && r < V ? sU[r * sm.us + l] : 0.0f);
       }
-    }
-  // Lane lr of a row writes token lr's y and u: its rows of the two solve matrices.
-  const int so = lr < KT ? lr : 0;
-  float mi[KT], wm[KT];
+    };
+    const int mts = (V + 15) / 16;
+#pragma unroll 1
+    for (int mt = warp; mt < mts; mt += nwarps) {
+      const int r0 = mt * 16 + mg;
+      float dh[NT][4], dl[NT][4];
 #pragma unroll
-  for (int s3 = 0; s3 < KT; ++s3) mi[s3] = sMinv[so * KT + s3], wm[s3] = sWM[so * KT + s3];
-  const int col = lr >> SHIFT;  // the token whose hk / hq the butterflies hand this lane
-  const float beta_c = col < Tb ? sBeta[col] : 0.0f;
-  const int base = lane - lr;   // the row's first lane
-  const int nrounds = (V + rstep - 1) / rstep;  // uniform: every lane reaches the shuffles
-  for (int k = 0; k < nrounds; ++k) {
-    const int r = row0 + k * rstep;
-    const bool valid = r < V;
-    float s0[COLS];
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const float4 t4 = valid ? *reinterpret_cast<const float4*>(tile + r * K + Lay::col(c, lr))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      s0[c * VEC] = t4.x, s0[c * VEC + 1] = t4.y, s0[c * VEC + 2] = t4.z, s0[c * VEC + 3] = t4.w;
-    }
-    float pk[KT], pq[KT];
+        for (int j = 0; j < 4; ++j) dh[nt][j] = dl[nt][j] = 0.0f;
+#pragma unroll 1
+      for (int kg = 0; kg < K / 16; ++kg) {
+        float4 a[2];  // rows r0, r0 + 8; columns 16 kg + 4 mc .. + 3
 #pragma unroll
-    for (int n = 0; n < KT; ++n) {
-      float dk = 0.0f, dq = 0.0f;
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + 8 * h;
+          a[h] = r < V ? *reinterpret_cast<const float4*>(tile + r * K + tile_col(r, 16 * kg + 4 * mc))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        // element (h, e, t): row r0 + 8 h, column 16 kg + 4 mc + 2 e + t
+        auto el = [&](int h, int e, int t) {
+          const float4& v = a[h];
+          return e ? (t ? v.w : v.z) : (t ? v.y : v.x);
+        };
 #pragma unroll
-      for (int e = 0; e < COLS; ++e) dk = __fmaf_rn(s0[e], vk[n][e], dk);
-      if constexpr (kQRegs) {
+        for (int e = 0; e < 2; ++e) {
+          const Tf32Pair s0[4] = {Tf32Pair::of(el(0, e, 0)), Tf32Pair::of(el(1, e, 0)),
+                                  Tf32Pair::of(el(0, e, 1)), Tf32Pair::of(el(1, e, 1))};
 #pragma unroll
-        for (int e = 0; e < COLS; ++e) dq = __fmaf_rn(s0[e], vq[n][e], dq);
-      } else {
+          for (int nt = 0; nt < NT; ++nt) {
+            const float2 bv =
+                *reinterpret_cast<const float2*>(sVec + (((nt * (K / 8)) + 2 * kg + e) * 32 + lane) * 2);
+            const Tf32Pair b0 = Tf32Pair::of(bv.x), b1 = Tf32Pair::of(bv.y);
+            mma_tf32(dh[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.hi, b1.hi);
+            mma_tf32(dl[nt], s0[0].lo, s0[1].lo, s0[2].lo, s0[3].lo, b0.hi, b1.hi);
+            mma_tf32(dl[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.lo, b1.lo);
+          }
+        }
+        if (fold) {  // this group's 16 columns of the flushed checkpoint, then its store
+          const float4 fd4 = *reinterpret_cast<const float4*>(sFd + 16 * kg + 4 * mc);
+          const float fd[4] = {fd4.x, fd4.y, fd4.z, fd4.w};
+          float d[2][4];  // n-tile e: c0 (r0, 2e), c1 (r0, 2e + 1), c2 / c3 row r0 + 8
 #pragma unroll
-        for (int c = 0; c < CPL; ++c) {
-          const float4 w = *reinterpret_cast<const float4*>(sVec + (KT + n) * K + Lay::col(c, lr));
-          dq = __fmaf_rn(s0[c * VEC], w.x, dq), dq = __fmaf_rn(s0[c * VEC + 1], w.y, dq);
-          dq = __fmaf_rn(s0[c * VEC + 2], w.z, dq), dq = __fmaf_rn(s0[c * VEC + 3], w.w, dq);
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) d[e][j] = __fmul_rn(fd[2 * e + (j & 1)], el(j >> 1, e, j & 1));
+          const int colg = 16 * kg + 4 * (mg >> 1) + (mg & 1);  // the B column of n = mg
+#pragma unroll 1
+          for (int l0 = 0; l0 < hist; l0 += 8) {
+            Tf32Pair w[4];
+            u_frag(r0, l0, w);
+            const int la = l0 + mc, lb = la + 4;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const Tf32Pair b0 = Tf32Pair::of(la < hist ? sK[la * K + colg + 2 * e] : 0.0f);
+              const Tf32Pair b1 = Tf32Pair::of(lb < hist ? sK[lb * K + colg + 2 * e] : 0.0f);
+              mma_tf32_pairs<false>(d[e], w, b0, b1);
+            }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (r0 + 8 * h < V) {
+              const float o[4] = {d[0][2 * h], d[0][2 * h + 1], d[1][2 * h], d[1][2 * h + 1]};
+              store16_stream(S0 + static_cast<int64_t>(r0 + 8 * h) * K + 16 * kg + 4 * mc, o);
+            }
         }
       }
-      pk[n] = dk, pq[n] = dq;
-    }
-    if (valid)
-      for (int j = lr; j < hist; j += LPR) {
-        const float uj = sU[r * sm.us + j];
+      // + U_hist · [ck | cq]: records in K, column n of sCoef's rows (zero past NV).
+#pragma unroll 1
+      for (int l0 = 0; l0 < hist; l0 += 8) {
+        Tf32Pair w[4];
+        u_frag(r0, l0, w);
+        const int la = l0 + mc, lb = la + 4;
 #pragma unroll
-        for (int n = 0; n < KT; ++n) {
-          pk[n] = __fmaf_rn(uj, sCoef[j * NV + n], pk[n]);
-          pq[n] = __fmaf_rn(uj, sCoef[j * NV + KT + n], pq[n]);
-        }
-      }
-    const float hk = transposed_sum<KT, LPR>(pk, lr);
-    const float hq_col = transposed_sum<KT, LPR>(pq, lr);
-    // R_col = beta (v - hk) on each token's lanes; every lane gathers R, lane s forms U_s, y_s.
-    const float Rc = col < Tb && valid ? __fmul_rn(beta_c, __fsub_rn(sV[col * V + r], hk)) : 0.0f;
-    float R[KT];
-#pragma unroll
-    for (int s = 0; s < KT; ++s) R[s] = __shfl_sync(kFull, Rc, base + (s << SHIFT));
-    const float hq = __shfl_sync(kFull, hq_col, base + (so << SHIFT));
-    if (valid && lr < Ty) {
-      float out = 0.0f;
-      if (lr < Tb) {
-        float u = 0.0f;
-        out = hq;
-#pragma unroll
-        for (int s3 = 0; s3 < KT; ++s3) u = __fmaf_rn(mi[s3], R[s3], u), out = __fmaf_rn(wm[s3], R[s3], out);
-        ringu[static_cast<int64_t>(phys(hist + lr)) * V + r] = u;
-      }
-      y[y_at(lr, r)] = from_f32<TIn>(out);
-    }
-    if (flush && hist > 0 && valid) {  // fold the committed history into the row, store it
-#pragma unroll
-      for (int c = 0; c < CPL; ++c) {
-        const float4 d4 = *reinterpret_cast<const float4*>(sFd + Lay::col(c, lr));
-        s0[c * VEC] = __fmul_rn(s0[c * VEC], d4.x), s0[c * VEC + 1] = __fmul_rn(s0[c * VEC + 1], d4.y);
-        s0[c * VEC + 2] = __fmul_rn(s0[c * VEC + 2], d4.z), s0[c * VEC + 3] = __fmul_rn(s0[c * VEC + 3], d4.w);
-      }
-      for (int j = 0; j < hist; ++j) {
-        const float uj = sU[r * sm.us + j];
-#pragma unroll
-        for (int c = 0; c < CPL; ++c) {
-          const float4 f4 = *reinterpret_cast<const float4*>(sK + j * K + Lay::col(c, lr));
-          s0[c * VEC] = __fmaf_rn(uj, f4.x, s0[c * VEC]), s0[c * VEC + 1] = __fmaf_rn(uj, f4.y, s0[c * VEC + 1]);
-          s0[c * VEC + 2] = __fmaf_rn(uj, f4.z, s0[c * VEC + 2]), s0[c * VEC + 3] = __fmaf_rn(uj, f4.w, s0[c * VEC + 3]);
+        for (int nt = 0; nt < NT; ++nt) {
+          const int n = nt * 8 + mg;
+          const Tf32Pair b0 = Tf32Pair::of(n < NV && la < hist ? sCoef[la * NV + n] : 0.0f);
+          const Tf32Pair b1 = Tf32Pair::of(n < NV && lb < hist ? sCoef[lb * NV + n] : 0.0f);
+          mma_tf32_pairs<false>(dl[nt], w, b0, b1);
         }
       }
 #pragma unroll
-      for (int c = 0; c < CPL; ++c)
-        store16_stream(S0 + static_cast<int64_t>(r) * K + Lay::col(c, lr), &s0[c * VEC]);
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = r0 + (j >> 1) * 8, n = nt * 8 + 2 * mc + (j & 1);
+          if (r < V) sH[r * HS + n] = __fadd_rn(dh[nt][j], dl[nt][j]);
+        }
     }
+  }
+  __syncthreads();
+  // Per (row, token): R_s3 = beta (v - hk), U_s = sum Minv[s][s3] R_s3 (the token's record u),
+  // y_s = hq_s + sum WM[s][s3] R_s3.
+  for (int i = tid; i < Ty * V; i += blockDim.x) {
+    const int s = i / V, r = i - s * V;
+    float out = 0.0f;
+    if (s < Tb) {
+      const float* const hr = sH + r * HS;
+      float u = 0.0f;
+      out = hr[KT + s];
+#pragma unroll
+      for (int s3 = 0; s3 < KT; ++s3) {
+        const float Rs = s3 < Tb ? __fmul_rn(sBeta[s3], __fsub_rn(sV[s3 * V + r], hr[s3])) : 0.0f;
+        u = __fmaf_rn(sMinv[s * KT + s3], Rs, u);
+        out = __fmaf_rn(sWM[s * KT + s3], Rs, out);
+      }
+      ringu[static_cast<int64_t>(phys(hist + s)) * V + r] = u;
+    }
+    y[y_at(s, r)] = from_f32<TIn>(out);
   }
 }
 
