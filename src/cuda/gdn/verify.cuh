@@ -14,7 +14,9 @@
 // Cursors are only read (commit moves them on the device).
 //
 // A block owns one (value head, batch row) and every V row of it, in the phases of the Mamba-2
-// verify kernel (mamba2/verify.cuh): checkpoint rows by cp.async; the window staged in shared
+// verify kernel (mamba2/verify.cuh): each warp's first checkpoint columns loaded into registers
+// at the start (kVerifyPrefetch 16-column groups of its 16-row m-tile; the checkpoint is never
+// staged in shared memory, which leaves room for 4-5 blocks per SM); the window staged in shared
 // memory (history from the ring, tokens normalised by one warp each and appended to the ring);
 // gate prefix sums; the per-token vectors and record coefficients (one warp per (record, token)
 // pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by
@@ -24,26 +26,26 @@
 // two matrices. The token axis is padded to KT
 // (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared memory: VerifySmem. fp32 state.
 #pragma once
-#include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/ring_window.cuh"
 #include "cuda/common/warp.cuh"
-#include "cuda/common/row_layout.cuh"
 #include "cuda/gdn/params.h"
 #include "cuda/gdn/step_math.cuh"
 
 namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
+/// 16-column groups of a warp's m-tile loaded ahead of their math (registers: 8 per group).
+constexpr int kVerifyPrefetch = 2;
 
 /// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
 __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
 
-/// Shared memory of the verify kernel in floats (every part 16-byte aligned): the checkpoint
-/// [V][K] (16-byte chunks swizzled by tile_col), the window's k^ [R][K] (history rows later turned
-/// into fold vectors), the tokens' q^ [KT][K], gates then their prefix sums [R][GW], the token
-/// vectors vk, vq in mma B-fragment order [NW8 / 8][K / 8][32 lanes][2], history u [V][us] by (row,
+/// Shared memory of the verify kernel in floats (every part 16-byte aligned): the window's k^
+/// [R][K] (history rows later turned into fold vectors), the tokens' q^ [KT][K], gates then their
+/// prefix sums [R][GW], the token vectors vk, vq as tf32 pairs in mma B-fragment order
+/// [NW8 / 8][K / 8][32 lanes][4] (b0.hi, b1.hi, b0.lo, b1.lo), history u [V][us] by (row,
 /// record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
 /// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, and every row's [hk | hq] [V][NW8 + 1] (the
 /// odd stride: the epilogue's threads read consecutive rows at one column).
@@ -54,11 +56,11 @@ struct VerifySmem {
   __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
     us = R + 1;  // odd: the record-major staging writes fall on distinct banks
-    k = V * K;
+    k = 0;
     q = k + R * K;
     g = q + KT * K;
     vec = g + up4(R * GW);
-    u = vec + verify_nw8(KT) * K;
+    u = vec + 2 * verify_nw8(KT) * K;
     v = u + up4(V * us);
     coef = v + up4(KT * V);
     beta = coef + up4(R * 2 * KT);
@@ -69,29 +71,23 @@ struct VerifySmem {
   }
 };
 
-/// Where column `col` of checkpoint row r sits in the staged tile: 16-byte chunk bit 2 flipped on
-/// odd rows, so that the mma A-fragment loads (a quarter warp reads rows 2p and 2p + 1 at the same
-/// four chunks) hit 32 different banks.
-__host__ __device__ constexpr int tile_col(int r, int col) { return col ^ ((r & 1) << 4); }
-
 namespace verify_detail {
 constexpr unsigned kFull = 0xffffffffu;
 }  // namespace verify_detail
 
 template <class TIn, int K, int KT, bool KDA>
-__global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams p) {
-  using Lay = RowLayout<4, K, 32>;
+__global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2) verify_kernel(const StepParams p) {
   using namespace verify_detail;
-  constexpr int LPR = Lay::kLanesPerRow, CPL = Lay::kChunksPerLane, RPW = Lay::kRowsPerWarp;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
-  static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (tile_col, 16-column groups)");
+  static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
+  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
+  static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
   constexpr int GW = KDA ? K : 1;
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, V = p.V;
   const VerifySmem sm(R, K, V, KT, GW);
-  float* const tile = smem;
   float* const sK = smem + sm.k;
   float* const sQ = smem + sm.q;
   float* const sG = smem + sm.g;
@@ -104,7 +100,6 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 
   const int vh = blockIdx.x, b = blockIdx.y, kh = vh / p.group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-  const int lr = lane % LPR;
   const int Ty = p.Ty;
   TIn* const y = static_cast<TIn*>(p.y);
   auto y_at = [&](int s, int i) { return ((static_cast<int64_t>(b) * Ty + s) * p.HV + vh) * V + i; };
@@ -117,13 +112,24 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;  // (slot, value head)
   float* const S0 = static_cast<float*>(p.state) + sv * V * K;
 
-  // ---- phase 1: checkpoint copies; the cursor; the window.
-  const int row0 = warp * RPW + lane / LPR, rstep = nwarps * RPW;
-  for (int r = row0; r < V; r += rstep)
+  // ---- phase 1: the first checkpoint columns of each warp's m-tile (phase 3's A fragments, in
+  // flight while the window is staged); the cursor; the window.
+  // Lane (mg, mc) of a warp holds rows r0 = 16 mt + mg and r0 + 8, columns 16 kg + 4 mc .. + 3 of
+  // each 16-column group kg (phase 3 says why).
+  const int mg = lane >> 2, mc = lane & 3;
+  const int mts = (V + 15) / 16;
+  auto load_group = [&](int mt, int kg, float4 (&a)[2]) {
 #pragma unroll
-    for (int c = 0; c < CPL; ++c)
-      cp_async16(tile + r * K + tile_col(r, Lay::col(c, lr)), S0 + static_cast<int64_t>(r) * K + Lay::col(c, lr));
-  cp_async_commit();
+    for (int h = 0; h < 2; ++h) {
+      const int r = mt * 16 + mg + 8 * h;
+      a[h] = r < V ? __ldcs(reinterpret_cast<const float4*>(S0 + static_cast<int64_t>(r) * K + 16 * kg + 4 * mc))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  };
+  float4 ahead[PD][2];  // groups kg0 .. kg0 + PD - 1 of the m-tile in hand
+  if (warp < mts)
+#pragma unroll
+    for (int pf = 0; pf < PD; ++pf) load_group(warp, pf, ahead[pf]);
 
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
   const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
@@ -228,7 +234,9 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
     if (n < NV && s < Tb)
       v = __fmul_rn(decay(G(hist + s, c)), n < KT ? sK[(hist + s) * K + c] : sQ[s * K + c]);
     const int ks = 2 * (c >> 4) + ((c >> 1) & 1), fl = 4 * (n & 7) + ((c >> 2) & 3);
-    sVec[(((n >> 3) * (K / 8) + ks) * 32 + fl) * 2 + (c & 1)] = v;
+    const Tf32Pair pv = Tf32Pair::of(v);  // split once here, not in every warp's k-steps
+    float* const at = sVec + (((n >> 3) * (K / 8) + ks) * 32 + fl) * 4 + (c & 1);
+    at[0] = __uint_as_float(pv.hi), at[2] = __uint_as_float(pv.lo);
   }
   if (flush && hist > 0)
     for (int c = tid; c < K; c += blockDim.x) sFd[c] = decay(G(hist - 1, c));
@@ -307,13 +315,12 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
   // A lane (mg, mc) holds rows r0 = 16 mt + mg and r0 + 8, columns 16 kg + 4 mc .. + 3 of each
   // 16-column group kg: k-step 2 kg + e takes columns 16 kg + 4 mc + 2 e + {0, 1} as k = mc and
   // mc + 4 (the k order of a dot is free), and the fold's n-tile (kg, e) maps n = 2 c' + t to
-  // column 16 kg + 4 c' + 2 e + t, so that a lane's accumulators are its own elements.
-  cp_async_wait<0>();
-  __syncthreads();  // the tile: rows are read by other warps than the ones that copied them
+  // column 16 kg + 4 c' + 2 e + t, so that a lane's accumulators are its own elements. The groups
+  // stream through registers PD ahead of their math (phase 1 loaded the first PD), running into
+  // the warp's next m-tile; a warp's rows are its own, so the fold's stores race with no load.
   float* const sH = smem + sm.h;  // [V][HS] every row's [hk | hq]
   constexpr int HS = NW8 + 1;
   {
-    const int mg = lane >> 2, mc = lane & 3;
     const bool fold = flush && hist > 0;
     // U_hist as the A fragments of record k-step l0: a0 (r0, l0 + mc), a1 (r0 + 8, ..),
     // a2 (r0, l0 + mc + 4), a3 (r0 + 8, ..); zero past the rows and the history.
@@ -324,7 +331,6 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
         w[j] = Tf32Pair::of(l < hist && r < V ? sU[r * sm.us + l] : 0.0f);
       }
     };
-    const int mts = (V + 15) / 16;
 #pragma unroll 1
     for (int mt = warp; mt < mts; mt += nwarps) {
       const int r0 = mt * 16 + mg;
@@ -334,60 +340,63 @@ __global__ void __launch_bounds__(kVerifyThreads) verify_kernel(const StepParams
 #pragma unroll
         for (int j = 0; j < 4; ++j) dh[nt][j] = dl[nt][j] = 0.0f;
 #pragma unroll 1
-      for (int kg = 0; kg < K / 16; ++kg) {
-        float4 a[2];  // rows r0, r0 + 8; columns 16 kg + 4 mc .. + 3
+      for (int kg0 = 0; kg0 < KG; kg0 += PD) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + 8 * h;
-          a[h] = r < V ? *reinterpret_cast<const float4*>(tile + r * K + tile_col(r, 16 * kg + 4 * mc))
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-        // element (h, e, t): row r0 + 8 h, column 16 kg + 4 mc + 2 e + t
-        auto el = [&](int h, int e, int t) {
-          const float4& v = a[h];
-          return e ? (t ? v.w : v.z) : (t ? v.y : v.x);
-        };
+        for (int pf = 0; pf < PD; ++pf) {
+          const int kg = kg0 + pf;
+          const float4 a[2] = {ahead[pf][0], ahead[pf][1]};  // rows r0, r0 + 8 of group kg
+          if (kg + PD < KG)  // its slot takes the group PD on
+            load_group(mt, kg + PD, ahead[pf]);
+          else if (mt + nwarps < mts)
+            load_group(mt + nwarps, kg + PD - KG, ahead[pf]);
+          // element (h, e, t): row r0 + 8 h, column 16 kg + 4 mc + 2 e + t
+          auto el = [&](int h, int e, int t) {
+            const float4& v = a[h];
+            return e ? (t ? v.w : v.z) : (t ? v.y : v.x);
+          };
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const Tf32Pair s0[4] = {Tf32Pair::of(el(0, e, 0)), Tf32Pair::of(el(1, e, 0)),
-                                  Tf32Pair::of(el(0, e, 1)), Tf32Pair::of(el(1, e, 1))};
+          for (int e = 0; e < 2; ++e) {
+            const Tf32Pair s0[4] = {Tf32Pair::of(el(0, e, 0)), Tf32Pair::of(el(1, e, 0)),
+                                    Tf32Pair::of(el(0, e, 1)), Tf32Pair::of(el(1, e, 1))};
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const float2 bv =
-                *reinterpret_cast<const float2*>(sVec + (((nt * (K / 8)) + 2 * kg + e) * 32 + lane) * 2);
-            const Tf32Pair b0 = Tf32Pair::of(bv.x), b1 = Tf32Pair::of(bv.y);
-            mma_tf32(dh[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.hi, b1.hi);
-            mma_tf32(dl[nt], s0[0].lo, s0[1].lo, s0[2].lo, s0[3].lo, b0.hi, b1.hi);
-            mma_tf32(dl[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.lo, b1.lo);
+            for (int nt = 0; nt < NT; ++nt) {
+              const float4 bv =
+                  *reinterpret_cast<const float4*>(sVec + (((nt * (K / 8)) + 2 * kg + e) * 32 + lane) * 4);
+              const Tf32Pair b0{__float_as_uint(bv.x), __float_as_uint(bv.z)};
+              const Tf32Pair b1{__float_as_uint(bv.y), __float_as_uint(bv.w)};
+              mma_tf32(dh[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.hi, b1.hi);
+              mma_tf32(dl[nt], s0[0].lo, s0[1].lo, s0[2].lo, s0[3].lo, b0.hi, b1.hi);
+              mma_tf32(dl[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.lo, b1.lo);
+            }
           }
-        }
-        if (fold) {  // this group's 16 columns of the flushed checkpoint, then its store
-          const float4 fd4 = *reinterpret_cast<const float4*>(sFd + 16 * kg + 4 * mc);
-          const float fd[4] = {fd4.x, fd4.y, fd4.z, fd4.w};
-          float d[2][4];  // n-tile e: c0 (r0, 2e), c1 (r0, 2e + 1), c2 / c3 row r0 + 8
+          if (fold) {  // this group's 16 columns of the flushed checkpoint, then its store
+            const float4 fd4 = *reinterpret_cast<const float4*>(sFd + 16 * kg + 4 * mc);
+            const float fd[4] = {fd4.x, fd4.y, fd4.z, fd4.w};
+            float d[2][4];  // n-tile e: c0 (r0, 2e), c1 (r0, 2e + 1), c2 / c3 row r0 + 8
 #pragma unroll
-          for (int e = 0; e < 2; ++e)
+            for (int e = 0; e < 2; ++e)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) d[e][j] = __fmul_rn(fd[2 * e + (j & 1)], el(j >> 1, e, j & 1));
-          const int colg = 16 * kg + 4 * (mg >> 1) + (mg & 1);  // the B column of n = mg
+              for (int j = 0; j < 4; ++j) d[e][j] = __fmul_rn(fd[2 * e + (j & 1)], el(j >> 1, e, j & 1));
+            const int colg = 16 * kg + 4 * (mg >> 1) + (mg & 1);  // the B column of n = mg
 #pragma unroll 1
-          for (int l0 = 0; l0 < hist; l0 += 8) {
-            Tf32Pair w[4];
-            u_frag(r0, l0, w);
-            const int la = l0 + mc, lb = la + 4;
+            for (int l0 = 0; l0 < hist; l0 += 8) {
+              Tf32Pair w[4];
+              u_frag(r0, l0, w);
+              const int la = l0 + mc, lb = la + 4;
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const Tf32Pair b0 = Tf32Pair::of(la < hist ? sK[la * K + colg + 2 * e] : 0.0f);
-              const Tf32Pair b1 = Tf32Pair::of(lb < hist ? sK[lb * K + colg + 2 * e] : 0.0f);
-              mma_tf32_pairs<false>(d[e], w, b0, b1);
+              for (int e = 0; e < 2; ++e) {
+                const Tf32Pair b0 = Tf32Pair::of(la < hist ? sK[la * K + colg + 2 * e] : 0.0f);
+                const Tf32Pair b1 = Tf32Pair::of(lb < hist ? sK[lb * K + colg + 2 * e] : 0.0f);
+                mma_tf32_pairs<false>(d[e], w, b0, b1);
+              }
             }
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              if (r0 + 8 * h < V) {
+                const float o[4] = {d[0][2 * h], d[0][2 * h + 1], d[1][2 * h], d[1][2 * h + 1]};
+                store16_stream(S0 + static_cast<int64_t>(r0 + 8 * h) * K + 16 * kg + 4 * mc, o);
+              }
           }
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            if (r0 + 8 * h < V) {
-              const float o[4] = {d[0][2 * h], d[0][2 * h + 1], d[1][2 * h], d[1][2 * h + 1]};
-              store16_stream(S0 + static_cast<int64_t>(r0 + 8 * h) * K + 16 * kg + 4 * mc, o);
-            }
         }
       }
       // + U_hist · [ck | cq]: records in K, column n of sCoef's rows (zero past NV).
