@@ -16,15 +16,16 @@
 // A block owns one (value head, batch row) and every V row of it, in the phases of the Mamba-2
 // verify kernel (mamba2/verify.cuh): each warp's first checkpoint columns loaded into registers
 // at the start (kVerifyPrefetch 16-column groups of its 16-row m-tile; the checkpoint is never
-// staged in shared memory, which leaves room for 4-5 blocks per SM); the window staged in shared
-// memory (history from the ring, tokens normalised by one warp each and appended to the ring);
-// gate prefix sums; the per-token vectors and record coefficients (one warp per (record, token)
-// pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by
-// every row; then every row's [hk | hq] (the 2 KT dots and the history sums) and, on flush rows,
-// the fold on the tensor cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as
-// mamba2/verify_group.cuh), into a per-row buffer; then per (row, token) R, U_s and y_s from the
-// two matrices. The token axis is padded to KT
-// (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared memory: VerifySmem. fp32 state.
+// staged in shared memory: 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8); the window
+// staged in shared memory (history from the ring, tokens normalised by one warp each and
+// appended to the ring); gate prefix sums; the per-token vectors and record coefficients (one
+// warp per (record, token) pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and
+// W (I + A)^-1, shared by every row; then every row's [hk | hq] (the 2 KT dots and the history
+// sums) and, on flush rows, the fold on the tensor cores, a warp per 16-row m-tile (mma m16n8k8
+// with tf32 pairs, as mamba2/verify_group.cuh), the m-tile's column groups streaming through
+// registers; into a per-row buffer; then per (row, token) R, U_s and y_s from the two matrices.
+// The token axis is padded to KT (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared
+// memory: VerifySmem. fp32 state.
 #pragma once
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/mma_tf32.cuh"
@@ -76,7 +77,8 @@ constexpr unsigned kFull = 0xffffffffu;
 }  // namespace verify_detail
 
 template <class TIn, int K, int KT, bool KDA>
-__global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2) verify_kernel(const StepParams p) {
+__global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2)
+    verify_kernel(const StepParams p) {
   using namespace verify_detail;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
@@ -122,7 +124,8 @@ __global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2) verify_kernel
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = mt * 16 + mg + 8 * h;
-      a[h] = r < V ? __ldcs(reinterpret_cast<const float4*>(S0 + static_cast<int64_t>(r) * K + 16 * kg + 4 * mc))
+      a[h] = r < V ? __ldcs(reinterpret_cast<const float4*>(S0 + static_cast<int64_t>(r) * K + 16 * kg +
+                                                          4 * mc))
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   };
@@ -360,8 +363,8 @@ __global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2) verify_kernel
                                     Tf32Pair::of(el(0, e, 1)), Tf32Pair::of(el(1, e, 1))};
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-              const float4 bv =
-                  *reinterpret_cast<const float4*>(sVec + (((nt * (K / 8)) + 2 * kg + e) * 32 + lane) * 4);
+              const float* const bp = sVec + ((nt * (K / 8) + 2 * kg + e) * 32 + lane) * 4;
+              const float4 bv = *reinterpret_cast<const float4*>(bp);
               const Tf32Pair b0{__float_as_uint(bv.x), __float_as_uint(bv.z)};
               const Tf32Pair b1{__float_as_uint(bv.y), __float_as_uint(bv.w)};
               mma_tf32(dh[nt], s0[0].hi, s0[1].hi, s0[2].hi, s0[3].hi, b0.hi, b1.hi);
@@ -376,7 +379,8 @@ __global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2) verify_kernel
 #pragma unroll
             for (int e = 0; e < 2; ++e)
 #pragma unroll
-              for (int j = 0; j < 4; ++j) d[e][j] = __fmul_rn(fd[2 * e + (j & 1)], el(j >> 1, e, j & 1));
+              for (int j = 0; j < 4; ++j)
+                d[e][j] = __fmul_rn(fd[2 * e + (j & 1)], el(j >> 1, e, j & 1));
             const int colg = 16 * kg + 4 * (mg >> 1) + (mg & 1);  // the B column of n = mg
 #pragma unroll 1
             for (int l0 = 0; l0 < hist; l0 += 8) {
