@@ -302,8 +302,8 @@ struct PlanEnv {
   PlanEnv& operator=(const PlanEnv&) = delete;
 };
 
-// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch 128; its
-// default plan, and three streaming warps, so that a warp's column units change from one unit to
+// The walks run both kernels: the group kernel (verify_group.cuh, the default from batch x padded
+// T = 64; its default plan, and three streaming warps, so that a warp's column units change from one unit to
 // the next) and the one-head kernel (verify.cuh, the default below), forced through the plan
 // override.
 constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=0"};
@@ -385,8 +385,8 @@ TEST(Mamba2CudaVerify, RealShapesNanoAndSuper) {
 // for bit: outputs, checkpoints, rings and cursors.
 TEST(Mamba2CudaVerify, CapturedGraphEqualsEager) {
   RSSM_SKIP_WITHOUT_CUDA();
-  // The group kernel (the one-head kernel, the default at this batch, passed this test unchanged
-  // before the group kernel existed).
+  // The group kernel (the one-head kernel, the default at this batch and T = 3, passed this test
+  // unchanged before the group kernel existed).
   const PlanEnv env("group=1");
   Rng rng(test_seed(505));
   const Params prm(kTiny, m2::Options{kF32, false, true, true, true}, rng);

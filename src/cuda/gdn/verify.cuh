@@ -15,8 +15,9 @@
 //
 // A block owns one (value head, batch row) and every V row of it, in the phases of the Mamba-2
 // verify kernel (mamba2/verify.cuh): each warp's first checkpoint columns loaded into registers
-// at the start (kVerifyPrefetch 16-column groups of its 16-row m-tile; the checkpoint is never
-// staged in shared memory: 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8); the window
+// at the start (PD 16-column groups of its 16-row m-tile; the checkpoint is never staged in
+// shared memory: at T <= 4 3 blocks per SM with PD = 2, 4 with PD = 1, bound by registers; 2 at
+// T = 8); the window
 // staged in shared memory (history from the ring, tokens normalised by one warp each and
 // appended to the ring); gate prefix sums; the per-token vectors and record coefficients (one
 // warp per (record, token) pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and
@@ -37,8 +38,15 @@
 namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
-/// 16-column groups of a warp's m-tile loaded ahead of their math (registers: 8 per group).
+/// The default PD: 16-column groups of a warp's m-tile loaded ahead of their math (8 registers
+/// per group); RSSM_GDN_VERIFY_PLAN="prefetch=1" / "=2" overrides it (verify.cu).
 constexpr int kVerifyPrefetch = 2;
+
+/// Blocks per SM the kernel's registers are bounded for: at KT <= 4 3 (80 registers) with two
+/// groups ahead, 4 (64) with one; 2 at KT = 8 (its shared memory allows no more at L 32).
+__host__ __device__ constexpr int verify_min_blocks(int KT, int PD) {
+  return KT <= 4 ? (PD == 1 ? 4 : 3) : 2;
+}
 
 /// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
 __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
@@ -76,14 +84,14 @@ namespace verify_detail {
 constexpr unsigned kFull = 0xffffffffu;
 }  // namespace verify_detail
 
-template <class TIn, int K, int KT, bool KDA>
-__global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2)
+template <class TIn, int K, int KT, bool KDA, int PD>
+__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
     verify_kernel(const StepParams p) {
   using namespace verify_detail;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
-  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
+  constexpr int KG = K / 16;  // column groups of a row
   static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
   constexpr int GW = KDA ? K : 1;
 
@@ -231,15 +239,29 @@ __global__ void __launch_bounds__(kVerifyThreads, KT <= 4 ? 3 : 2)
   // Token vectors vk, vq (zero past T_b and in the padding columns) and the flush decay. Column n
   // of [vk | vq] is the n-th column of the mma's B: element (k = col, n) is stored where lane
   // 4 (n % 8) + c reads it as b0 / b1 of k-step 2 m + e (col = 16 m + 4 c + 2 e + t; phase 3).
-  for (int i = tid; i < NW8 * K; i += blockDim.x) {
-    const int n = i / K, c = i % K, s = n % KT;
-    float v = 0.0f;
-    if (n < NV && s < Tb)
-      v = __fmul_rn(decay(G(hist + s, c)), n < KT ? sK[(hist + s) * K + c] : sQ[s * K + c]);
-    const int ks = 2 * (c >> 4) + ((c >> 1) & 1), fl = 4 * (n & 7) + ((c >> 2) & 3);
-    const Tf32Pair pv = Tf32Pair::of(v);  // split once here, not in every warp's k-steps
-    float* const at = sVec + (((n >> 3) * (K / 8) + ks) * 32 + fl) * 4 + (c & 1);
-    at[0] = __uint_as_float(pv.hi), at[2] = __uint_as_float(pv.lo);
+  // A thread keeps one column c and walks the tokens: one decay per (token, column) serves vk and
+  // vq, and the column's fragment position is computed once.
+  {
+    static_assert(kVerifyThreads % K == 0, "whole columns per pass");
+    constexpr int kStep = kVerifyThreads / K;
+    const int c = tid % K;
+    const int ks = 2 * (c >> 4) + ((c >> 1) & 1), cl = ((c >> 2) & 3), ct = c & 1;
+    auto put = [&](int n, float v) {
+      const Tf32Pair pv = Tf32Pair::of(v);  // split once here, not in every warp's k-steps
+      float* const at = sVec + (((n >> 3) * (K / 8) + ks) * 32 + 4 * (n & 7) + cl) * 4 + ct;
+      at[0] = __uint_as_float(pv.hi), at[2] = __uint_as_float(pv.lo);
+    };
+    for (int s = tid / K; s < KT; s += kStep) {
+      float vk = 0.0f, vq = 0.0f;
+      if (s < Tb) {
+        const float w = decay(G(hist + s, c));
+        vk = __fmul_rn(w, sK[(hist + s) * K + c]);
+        vq = __fmul_rn(w, sQ[s * K + c]);
+      }
+      put(s, vk);
+      put(KT + s, vq);
+    }
+    for (int n = NV + tid / K; n < NW8; n += kStep) put(n, 0.0f);  // padding columns (KT < 4)
   }
   if (flush && hist > 0)
     for (int c = tid; c < K; c += blockDim.x) sFd[c] = decay(G(hist - 1, c));

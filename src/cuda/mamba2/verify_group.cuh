@@ -1,6 +1,6 @@
 // The ReplaySSM speculative verify step of Mamba-2, group kernel (the dispatcher's default from
-// batch 128; below it verify.cuh's one-block-per-head form; RSSM_MAMBA2_VERIFY_PLAN=group=0/1
-// forces either). Same contract and formulas as verify.cuh:
+// batch x padded T = 64; below it verify.cuh's one-block-per-head form;
+// RSSM_MAMBA2_VERIFY_PLAN=group=0/1 forces either). Same contract and formulas as verify.cuh:
 //   y_s = exp(A·P_{h+s})·(S0·C_s) + Σ_{l≤h+s} δ_l·exp(A·(P_{h+s} − P_l))·(B_l·C_s)·x_l + D·x_{h+s}
 // over the window of m = h + T_b records (committed history, then the row's tokens, appended to
 // the ring), and on is_flush rows with history S0 <- exp(A·P_{h-1})·S0 + Σ_{l<h} δ_l·exp(A·(P_{h-1}
