@@ -9,7 +9,6 @@
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/memory.h"
-#include "cuda/common/plan_env.h"
 #include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/launch.cuh"
@@ -25,35 +24,18 @@ namespace {
 constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
 
-/// The prefetch depth: kVerifyPrefetch unless a tuning run sets RSSM_GDN_VERIFY_PLAN="prefetch=1"
-/// or "prefetch=2" (anything else is a ConfigError).
-int verify_prefetch(const char* op) {
-  int pd = kVerifyPrefetch;
-  for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
-    if (key == "prefetch") pd = v;
-  });
-  check<ConfigError>(pd == 1 || pd == 2, op, ": verify plan prefetch = ", pd, ", expected 1 or 2");
-  return pd;
-}
-
-template <class TIn, int K, bool KDA, int PD>
-void launch_KPD(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+template <class TIn, int K, bool KDA>
+void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
                      kVerifyThreads, smem, s, p, op);
   };
   switch (KT) {
-    case 1: go(verify_kernel<TIn, K, 1, KDA, PD>); break;
-    case 2: go(verify_kernel<TIn, K, 2, KDA, PD>); break;
-    case 4: go(verify_kernel<TIn, K, 4, KDA, PD>); break;
-    default: go(verify_kernel<TIn, K, 8, KDA, PD>); break;
+    case 1: go(verify_kernel<TIn, K, 1, KDA>); break;
+    case 2: go(verify_kernel<TIn, K, 2, KDA>); break;
+    case 4: go(verify_kernel<TIn, K, 4, KDA>); break;
+    default: go(verify_kernel<TIn, K, 8, KDA>); break;
   }
-}
-
-template <class TIn, int K, bool KDA>
-void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
-  if (verify_prefetch(op) == 1) return launch_KPD<TIn, K, KDA, 1>(p, KT, smem, s, op);
-  launch_KPD<TIn, K, KDA, 2>(p, KT, smem, s, op);
 }
 
 template <class TIn>

@@ -15,9 +15,8 @@
 //
 // A block owns one (value head, batch row) and every V row of it, in the phases of the Mamba-2
 // verify kernel (mamba2/verify.cuh): each warp's first checkpoint columns loaded into registers
-// at the start (PD 16-column groups of its 16-row m-tile; the checkpoint is never staged in
-// shared memory: at T <= 4 3 blocks per SM with PD = 2, 4 with PD = 1, bound by registers; 2 at
-// T = 8); the window
+// at the start (kVerifyPrefetch 16-column groups of its 16-row m-tile; the checkpoint is never
+// staged in shared memory: 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8); the window
 // staged in shared memory (history from the ring, tokens normalised by one warp each and
 // appended to the ring); gate prefix sums; the per-token vectors and record coefficients (one
 // warp per (record, token) pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and
@@ -38,15 +37,14 @@
 namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
-/// The default PD: 16-column groups of a warp's m-tile loaded ahead of their math (8 registers
-/// per group); RSSM_GDN_VERIFY_PLAN="prefetch=1" / "=2" overrides it (verify.cu).
+/// 16-column groups of a warp's m-tile loaded ahead of their math (8 registers per group). One
+/// group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on the H200
+/// (bench/NOTES.md "Session 25").
 constexpr int kVerifyPrefetch = 2;
 
-/// Blocks per SM the kernel's registers are bounded for: at KT <= 4 3 (80 registers) with two
-/// groups ahead, 4 (64) with one; 2 at KT = 8 (its shared memory allows no more at L 32).
-__host__ __device__ constexpr int verify_min_blocks(int KT, int PD) {
-  return KT <= 4 ? (PD == 1 ? 4 : 3) : 2;
-}
+/// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
+/// (its shared memory allows no more at L 32).
+__host__ __device__ constexpr int verify_min_blocks(int KT) { return KT <= 4 ? 3 : 2; }
 
 /// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
 __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
@@ -84,14 +82,14 @@ namespace verify_detail {
 constexpr unsigned kFull = 0xffffffffu;
 }  // namespace verify_detail
 
-template <class TIn, int K, int KT, bool KDA, int PD>
-__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
+template <class TIn, int K, int KT, bool KDA>
+__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     verify_kernel(const StepParams p) {
   using namespace verify_detail;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
-  constexpr int KG = K / 16;  // column groups of a row
+  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
   static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
   constexpr int GW = KDA ? K : 1;
 
