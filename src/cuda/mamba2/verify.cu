@@ -99,17 +99,19 @@ int split_rows(int64_t P, int64_t split, int unit) {
   return static_cast<int>(((P + split - 1) / split + unit - 1) / unit * unit);
 }
 
-/// Rows x padded tokens (batch x KT) from which the group kernel is the default.
-constexpr int64_t kVerifyGroupMinTokens = 64;
+/// Rows x padded tokens (batch x KT) from which the group kernel is the default at KT >= 2; rows
+/// from which it is at KT = 1 (not measured below 128 rows since session 12).
+constexpr int64_t kVerifyGroupMinTokens = 64, kVerifyGroupMinBatchT1 = 128;
 
 /// Group kernel: whole heads (H200, session 24: Nano-4B batch 256 T = 4 / 8 7-15% faster than two
 /// blocks per head, which repeat the chain), heads_per_block the largest divisor of the group's
 /// heads whose shared memory stays under kVerifyBlockSmem (two blocks per SM), 8 streaming warps
 /// and the two chain warps; the one-head kernel (whole heads in 256-thread blocks) below
-/// kVerifyGroupMinTokens rows x tokens. Tuning runs and tests may override:
-/// RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any batch), "hpb=2",
-/// "split=2", "threads=160" (split: ceil(P / split) rows per block, rounded up to 16 rows for the
-/// group kernel and 8 for the one-head kernel, so P = 64 with split = 3 makes 2 blocks).
+/// kVerifyGroupMinTokens rows x tokens (kVerifyGroupMinBatchT1 rows at T = 1). Tuning runs and
+/// tests may override: RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any
+/// batch), "hpb=2", "split=2", "threads=160" (split: ceil(P / split) rows per block, rounded up to
+/// 16 rows for the group kernel and 8 for the one-head kernel, so P = 64 with split = 3 makes 2
+/// blocks).
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;
@@ -117,7 +119,8 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
   // T 2 / 4 / 8; bench/NOTES.md "Session 25"): 1.0-1.8x the one-head kernel at every point
   // from there (batch 32 at T = 2, 16 at T = 4, 8 at T = 8); below it the group kernel's
   // whole-group blocks are too few (up to 2.8x slower at batch 1), the one-head kernel stays.
-  v.group = batch * KT >= kVerifyGroupMinTokens;
+  // T = 1 keeps the session-12 threshold (batch 128) until it is measured.
+  v.group = KT >= 2 ? batch * KT >= kVerifyGroupMinTokens : batch >= kVerifyGroupMinBatchT1;
   int split = 0, hpb = 0, threads = 0;
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
     if (key == "group") v.group = val != 0;
