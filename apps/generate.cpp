@@ -376,9 +376,9 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--dt-floor", o->dt_floor, "Mamba-2: clamp dt from below after softplus (0 = off)")
       ->check(in_range(0.0, 1.0));
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
-  auto* spec = sub->add_option("--speculate", o->speculate,
+  auto* spec = sub->add_option("-T,--speculate", o->speculate,
                   "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
-                  "drafts)")
+                  "drafts; -T as in bench spec)")
       ->check(in_range(1, 8));
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
