@@ -223,15 +223,18 @@ int generate(const GenerateOptions& o) {
   }
   const auto& s = main_run.stats;
   fmt::print("{}: {} request{}, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} "
-             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}, L {}, batch {}{})\n",
+             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}{}, batch {}{})\n",
              opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens,
              s.generated_tokens, s.steps, s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm,
-             // ReplaySSM at L = 1, where the dispatcher (-L 0) chose it, is the conventional step
-             opt.speculate == 0 && opt.ssm == "replay" && opt.ring == 0 && main_run.ring == 1
-                 ? std::string("1 = the conventional step")
-                 : std::to_string(main_run.ring),
+             // The ring length only where the SSM layers replay (conventional and snapshot steps
+             // have none); ReplaySSM at L = 1, where the dispatcher (-L 0) chose it, is the
+             // conventional step.
+             mode != engine::SsmMode::kReplay ? std::string()
+             : opt.speculate == 0 && opt.ring == 0 && main_run.ring == 1
+                 ? std::string(", L 1 = the conventional step")
+                 : ", L " + std::to_string(main_run.ring),
              batch_size(opt, reqs.size()),
              opt.state == "fp32" || opt.state == "fp32/fp32" ? "" : ", state " + opt.state);
   // A split mode (recurrence/read) at L = 1 flushes every step: its read copy is never read.
