@@ -78,14 +78,9 @@ struct VerifySmem {
   }
 };
 
-namespace verify_detail {
-constexpr unsigned kFull = 0xffffffffu;
-}  // namespace verify_detail
-
 template <class TIn, int K, int KT, bool KDA>
 __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     verify_kernel(const StepParams p) {
-  using namespace verify_detail;
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");

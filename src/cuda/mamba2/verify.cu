@@ -250,8 +250,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   const size_t smem = static_cast<size_t>(floats) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": headdim ", d.headdim, " (ring L ", R,
                           ", ", plan.heads_per_block, " heads and ", plan.rows_per_block,
-                          " rows per block) needs ", smem, " bytes of shared memory per block, expected <= ",
-                          max_block_smem());
+                          " rows per block) needs ", smem,
+                          " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
     launch_verify<float, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);

@@ -105,9 +105,9 @@ struct ModelConfig {
 ModelConfig parse_config(const nlohmann::json& j);
 
 class Checkpoint;
-/// parse_config of a checkpoint's config.json, whose ConfigError names the file ("<dir>/config.json:
-/// ..." instead of "config: ..."), so that a run with two checkpoints (a model and a draft model)
-/// says which one is at fault.
+/// parse_config of a checkpoint's config.json, whose ConfigError names the file
+/// ("<dir>/config.json: ..." instead of "config: ..."), so that a run with two checkpoints (a model
+/// and a draft model) says which one is at fault.
 ModelConfig parse_config_of(const Checkpoint& ck);
 
 }  // namespace replayssm::engine
