@@ -3,12 +3,14 @@
 // and the device-resident rows are checked.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/memory.h"
+#include "cuda/common/plan_env.h"
 #include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/launch.cuh"
@@ -16,6 +18,7 @@
 #include "cuda/gdn/gdn_cuda.h"
 #include "cuda/gdn/snapshot.cuh"
 #include "cuda/gdn/verify.cuh"
+#include "cuda/gdn/verify_early.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::gdn {
@@ -24,17 +27,66 @@ namespace {
 constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
 
-template <class TIn, int K, bool KDA>
-void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+/// The prefetch depth: kVerifyPrefetch unless a tuning run sets RSSM_GDN_VERIFY_PLAN="prefetch=N"
+/// with N in 2, 4, 8 (capped at the K / 16 column groups; anything else is a ConfigError).
+int verify_prefetch(int K, const char* op) {
+  int pd = kVerifyPrefetch;
+  for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
+    if (key == "prefetch") pd = v;
+  });
+  check<ConfigError>(pd == 2 || pd == 4 || pd == 8, op, ": verify plan prefetch = ", pd,
+                     ", expected 2, 4 or 8");
+  return std::min(pd, K / 16);
+}
+
+/// EXPERIMENT: RSSM_GDN_VERIFY_PLAN="early=1" runs verify_early.cuh's kernel.
+bool verify_early() {
+  bool early = false;
+  for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
+    if (key == "early") early = v != 0;
+  });
+  return early;
+}
+
+template <class TIn, int K, bool KDA, int PD>
+void launch_early(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
                      kVerifyThreads, smem, s, p, op);
   };
   switch (KT) {
-    case 1: go(verify_kernel<TIn, K, 1, KDA>); break;
-    case 2: go(verify_kernel<TIn, K, 2, KDA>); break;
-    case 4: go(verify_kernel<TIn, K, 4, KDA>); break;
-    default: go(verify_kernel<TIn, K, 8, KDA>); break;
+    case 1: go(verify_early_kernel<TIn, K, 1, KDA, PD>); break;
+    case 2: go(verify_early_kernel<TIn, K, 2, KDA, PD>); break;
+    case 4: go(verify_early_kernel<TIn, K, 4, KDA, PD>); break;
+    default: go(verify_early_kernel<TIn, K, 8, KDA, PD>); break;
+  }
+}
+
+template <class TIn, int K, bool KDA, int PD>
+void launch_KPD(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+  auto go = [&](auto kernel) {
+    launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
+                     kVerifyThreads, smem, s, p, op);
+  };
+  switch (KT) {
+    case 1: go(verify_kernel<TIn, K, 1, KDA, PD>); break;
+    case 2: go(verify_kernel<TIn, K, 2, KDA, PD>); break;
+    case 4: go(verify_kernel<TIn, K, 4, KDA, PD>); break;
+    default: go(verify_kernel<TIn, K, 8, KDA, PD>); break;
+  }
+}
+
+template <class TIn, int K, bool KDA>
+void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+  const int pd = verify_prefetch(K, op);
+  if (verify_early()) {
+    if (pd == 2) return launch_early<TIn, K, KDA, 2>(p, KT, smem, s, op);
+    return launch_early<TIn, K, KDA, K / 16>(p, KT, smem, s, op);
+  }
+  switch (pd) {
+    case 2: return launch_KPD<TIn, K, KDA, 2>(p, KT, smem, s, op);
+    case 4: return launch_KPD<TIn, K, KDA, 4>(p, KT, smem, s, op);
+    default: return launch_KPD<TIn, K, KDA, K / 16>(p, KT, smem, s, op);
   }
 }
 
@@ -110,7 +162,8 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 
   const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
   const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
-  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  const VerifyEarlySmem sme(p.R, p.K, p.V, KT, kda ? p.K : 1);
+  const size_t smem = static_cast<size_t>(verify_early() ? sme.total : sm.total) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);

@@ -37,14 +37,16 @@
 namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
-/// 16-column groups of a warp's m-tile loaded ahead of their math (8 registers per group). One
-/// group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on the H200
-/// (bench/NOTES.md "Session 25").
+/// The default PD: 16-column groups of a warp's m-tile loaded ahead of their math (8 registers
+/// per group). One group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on
+/// the H200 (bench/NOTES.md "Session 25"); RSSM_GDN_VERIFY_PLAN="prefetch=N" overrides it.
 constexpr int kVerifyPrefetch = 2;
 
-/// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
-/// (its shared memory allows no more at L 32).
-__host__ __device__ constexpr int verify_min_blocks(int KT) { return KT <= 4 ? 3 : 2; }
+/// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 with PD <= 2 (80
+/// registers), else 2 (128; KT = 8's shared memory allows no more at L 32).
+__host__ __device__ constexpr int verify_min_blocks(int KT, int PD) {
+  return KT <= 4 && PD <= 2 ? 3 : 2;
+}
 
 /// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
 __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
@@ -78,13 +80,13 @@ struct VerifySmem {
   }
 };
 
-template <class TIn, int K, int KT, bool KDA>
-__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
+template <class TIn, int K, int KT, bool KDA, int PD>
+__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
     verify_kernel(const StepParams p) {
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
-  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
+  constexpr int KG = K / 16;  // column groups of a row
   static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
   constexpr int GW = KDA ? K : 1;
 
