@@ -18,7 +18,6 @@
 #include "cuda/gdn/gdn_cuda.h"
 #include "cuda/gdn/snapshot.cuh"
 #include "cuda/gdn/verify.cuh"
-#include "cuda/gdn/verify_early.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::gdn {
@@ -27,67 +26,43 @@ namespace {
 constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
 
-/// The prefetch depth: kVerifyPrefetch unless a tuning run sets RSSM_GDN_VERIFY_PLAN="prefetch=N"
-/// with N in 2, 4, 8 (capped at the K / 16 column groups; anything else is a ConfigError).
-int verify_prefetch(int K, const char* op) {
-  int pd = kVerifyPrefetch;
+/// EXPERIMENT (session 26 call 2): RSSM_GDN_VERIFY_PLAN="blocks=4" bounds the kernel's registers
+/// for 4 blocks per SM at KT <= 4, "l2=1" requests each block's checkpoint into L2 at its start.
+struct VerifyKnobs {
+  int blocks = 0;
+  bool l2 = false;
+};
+VerifyKnobs verify_knobs() {
+  VerifyKnobs k;
   for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
-    if (key == "prefetch") pd = v;
+    if (key == "blocks") k.blocks = v;
+    if (key == "l2") k.l2 = v != 0;
   });
-  check<ConfigError>(pd == 2 || pd == 4 || pd == 8, op, ": verify plan prefetch = ", pd,
-                     ", expected 2, 4 or 8");
-  return std::min(pd, K / 16);
+  return k;
 }
 
-/// EXPERIMENT: RSSM_GDN_VERIFY_PLAN="early=1" runs verify_early.cuh's kernel.
-bool verify_early() {
-  bool early = false;
-  for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
-    if (key == "early") early = v != 0;
-  });
-  return early;
-}
-
-template <class TIn, int K, bool KDA, int PD>
-void launch_early(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
+template <class TIn, int K, bool KDA, int MINB, bool L2PF>
+void launch_KB(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
                      kVerifyThreads, smem, s, p, op);
   };
   switch (KT) {
-    case 1: go(verify_early_kernel<TIn, K, 1, KDA, PD>); break;
-    case 2: go(verify_early_kernel<TIn, K, 2, KDA, PD>); break;
-    case 4: go(verify_early_kernel<TIn, K, 4, KDA, PD>); break;
-    default: go(verify_early_kernel<TIn, K, 8, KDA, PD>); break;
-  }
-}
-
-template <class TIn, int K, bool KDA, int PD>
-void launch_KPD(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
-  auto go = [&](auto kernel) {
-    launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
-                     kVerifyThreads, smem, s, p, op);
-  };
-  switch (KT) {
-    case 1: go(verify_kernel<TIn, K, 1, KDA, PD>); break;
-    case 2: go(verify_kernel<TIn, K, 2, KDA, PD>); break;
-    case 4: go(verify_kernel<TIn, K, 4, KDA, PD>); break;
-    default: go(verify_kernel<TIn, K, 8, KDA, PD>); break;
+    case 1: go(verify_kernel<TIn, K, 1, KDA, MINB ? MINB : verify_min_blocks(1), L2PF>); break;
+    case 2: go(verify_kernel<TIn, K, 2, KDA, MINB ? MINB : verify_min_blocks(2), L2PF>); break;
+    case 4: go(verify_kernel<TIn, K, 4, KDA, MINB ? MINB : verify_min_blocks(4), L2PF>); break;
+    default: go(verify_kernel<TIn, K, 8, KDA, verify_min_blocks(8), L2PF>); break;
   }
 }
 
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
-  const int pd = verify_prefetch(K, op);
-  if (verify_early()) {
-    if (pd == 2) return launch_early<TIn, K, KDA, 2>(p, KT, smem, s, op);
-    return launch_early<TIn, K, KDA, K / 16>(p, KT, smem, s, op);
-  }
-  switch (pd) {
-    case 2: return launch_KPD<TIn, K, KDA, 2>(p, KT, smem, s, op);
-    case 4: return launch_KPD<TIn, K, KDA, 4>(p, KT, smem, s, op);
-    default: return launch_KPD<TIn, K, KDA, K / 16>(p, KT, smem, s, op);
-  }
+  const VerifyKnobs k = verify_knobs();
+  if (k.blocks == 4)
+    return k.l2 ? launch_KB<TIn, K, KDA, 4, true>(p, KT, smem, s, op)
+                : launch_KB<TIn, K, KDA, 4, false>(p, KT, smem, s, op);
+  return k.l2 ? launch_KB<TIn, K, KDA, 0, true>(p, KT, smem, s, op)
+              : launch_KB<TIn, K, KDA, 0, false>(p, KT, smem, s, op);
 }
 
 template <class TIn>
@@ -162,8 +137,7 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
 
   const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
   const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
-  const VerifyEarlySmem sme(p.R, p.K, p.V, KT, kda ? p.K : 1);
-  const size_t smem = static_cast<size_t>(verify_early() ? sme.total : sm.total) * sizeof(float);
+  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);

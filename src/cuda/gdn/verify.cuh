@@ -14,11 +14,13 @@
 // Cursors are only read (commit moves them on the device).
 //
 // A block owns one (value head, batch row) and every V row of it, in the phases of the Mamba-2
-// verify kernel (mamba2/verify.cuh): each warp's first checkpoint columns loaded into registers
-// at the start (kVerifyPrefetch 16-column groups of its 16-row m-tile; the checkpoint is never
-// staged in shared memory: 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8); the window
-// staged in shared memory (history from the ring, tokens normalised by one warp each and
-// appended to the ring); gate prefix sums; the per-token vectors and record coefficients (one
+// verify kernel (mamba2/verify.cuh). Every load of the first phase is requested before the
+// first wait (a chain of dependent loads was a block's lifetime): the tokens' inputs (warp s:
+// token s's k, q, gate and beta inputs; the tokens' v), which do not depend on the slot, before
+// the slot; then each warp's first checkpoint columns into registers (kVerifyPrefetch 16-column
+// groups of its 16-row m-tile; the checkpoint is never staged in shared memory: 3 blocks per SM
+// at T <= 4, bound by registers, 2 at T = 8), the cursor, and the window's history by cp.async;
+// the tokens normalised (warp s) and appended to the ring; gate prefix sums; the per-token vectors and record coefficients (one
 // warp per (record, token) pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and
 // W (I + A)^-1, shared by every row; then every row's [hk | hq] (the 2 KT dots and the history
 // sums) and, on flush rows, the fold on the tensor cores, a warp per 16-row m-tile (mma m16n8k8
@@ -27,6 +29,7 @@
 // The token axis is padded to KT (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared
 // memory: VerifySmem. fp32 state.
 #pragma once
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/ring_window.cuh"
@@ -37,16 +40,14 @@
 namespace replayssm::cuda::gdn {
 
 constexpr int kVerifyThreads = 256;
-/// The default PD: 16-column groups of a warp's m-tile loaded ahead of their math (8 registers
-/// per group). One group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on
-/// the H200 (bench/NOTES.md "Session 25"); RSSM_GDN_VERIFY_PLAN="prefetch=N" overrides it.
+/// 16-column groups of a warp's m-tile loaded ahead of their math (8 registers per group). One
+/// group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on the H200
+/// (bench/NOTES.md "Session 25"), and 4 or 8 ahead (2 blocks per SM) 13-24% slower ("Session 26").
 constexpr int kVerifyPrefetch = 2;
 
-/// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 with PD <= 2 (80
-/// registers), else 2 (128; KT = 8's shared memory allows no more at L 32).
-__host__ __device__ constexpr int verify_min_blocks(int KT, int PD) {
-  return KT <= 4 && PD <= 2 ? 3 : 2;
-}
+/// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
+/// (its shared memory allows no more at L 32).
+__host__ __device__ constexpr int verify_min_blocks(int KT) { return KT <= 4 ? 3 : 2; }
 
 /// Columns of the per-row products [hk | hq]: 2 KT, padded to the mma's n8 tiles.
 __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 * 8; }
@@ -54,8 +55,8 @@ __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 *
 /// Shared memory of the verify kernel in floats (every part 16-byte aligned): the window's k^
 /// [R][K] (history rows later turned into fold vectors), the tokens' q^ [KT][K], gates then their
 /// prefix sums [R][GW], the token vectors vk, vq as tf32 pairs in mma B-fragment order
-/// [NW8 / 8][K / 8][32 lanes][4] (b0.hi, b1.hi, b0.lo, b1.lo), history u [V][us] by (row,
-/// record), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
+/// [NW8 / 8][K / 8][32 lanes][4] (b0.hi, b1.hi, b0.lo, b1.lo), history u [R][us] by (record,
+/// row), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
 /// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, and every row's [hk | hq] [V][NW8 + 1] (the
 /// odd stride: the epilogue's threads read consecutive rows at one column).
 struct VerifySmem {
@@ -64,13 +65,15 @@ struct VerifySmem {
   int total = 0;
   __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
-    us = R + 1;  // odd: the record-major staging writes fall on distinct banks
+    // us = 8 mod 32: phase 3's u fragments (lane (mg, mc) reads record l0 + mc, row r0 + mg) hit
+    // 32 banks; a multiple of 4: the rows are cp.async targets.
+    us = V + (40 - V % 32) % 32;
     k = 0;
     q = k + R * K;
     g = q + KT * K;
     vec = g + up4(R * GW);
     u = vec + 2 * verify_nw8(KT) * K;
-    v = u + up4(V * us);
+    v = u + R * us;
     coef = v + up4(KT * V);
     beta = coef + up4(R * 2 * KT);
     fd = beta + up4(KT);
@@ -80,13 +83,12 @@ struct VerifySmem {
   }
 };
 
-template <class TIn, int K, int KT, bool KDA, int PD>
-__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
-    verify_kernel(const StepParams p) {
+template <class TIn, int K, int KT, bool KDA, int MINB, bool L2PF>
+__global__ void __launch_bounds__(kVerifyThreads, MINB) verify_kernel(const StepParams p) {
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
-  constexpr int KG = K / 16;  // column groups of a row
+  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
   static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
   constexpr int GW = KDA ? K : 1;
 
@@ -109,7 +111,55 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
   TIn* const y = static_cast<TIn*>(p.y);
   auto y_at = [&](int s, int i) { return ((static_cast<int64_t>(b) * Ty + s) * p.HV + vh) * V + i; };
 
+  // ---- phase 1. Every load is requested before the first one is waited for: a block's
+  // lifetime was a chain of dependent global loads (slot, cursor, ring, tokens, gates, beta; each
+  // ~1 us under load). First what does not depend on the slot: warp s's token (k, q, the gate and
+  // beta inputs; Ty <= 8 = the warps, host-checked) and the tokens' v rows, into registers.
+  static_assert(kVerifyThreads / 32 >= 8, "a warp per token");
+  constexpr int PL = K / 32;  // elements of k, q (and KDA's gate) per lane
   const int slot = p.slot_ids[b];
+  const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
+  const bool tok = warp < Ty;  // this warp's token s = warp
+  const int64_t hv = (static_cast<int64_t>(b) * Ty + warp) * p.HV + vh;  // (b, s, vh)
+  TIn kraw[PL], qraw[PL], araw[KDA ? PL : 1], braw = from_f32<TIn>(0.0f);
+  float dtb[KDA ? PL : 1], alog = 0.0f;
+  if (tok) {
+    const int64_t qk = ((static_cast<int64_t>(b) * Ty + warp) * p.H + kh) * K;
+#pragma unroll
+    for (int e = 0; e < PL; ++e) {
+      kraw[e] = static_cast<const TIn*>(p.k)[qk + lane + 32 * e];
+      qraw[e] = static_cast<const TIn*>(p.q)[qk + lane + 32 * e];
+    }
+    if constexpr (KDA) {
+#pragma unroll
+      for (int e = 0; e < PL; ++e) {
+        araw[e] = static_cast<const TIn*>(p.a)[hv * K + lane + 32 * e];
+        dtb[e] = p.dt_bias[static_cast<int64_t>(vh) * K + lane + 32 * e];
+      }
+    } else {
+      araw[0] = static_cast<const TIn*>(p.a)[hv];
+      dtb[0] = p.dt_bias[vh];
+    }
+    braw = static_cast<const TIn*>(p.b)[hv];
+    alog = p.A_log[vh];
+  }
+  // v: item i = tid (4 elements; V x Ty / 4 <= 256 items up to V 128), the rest after the slot.
+  using VRaw = typename detail::Raw<4 * sizeof(TIn)>::type;
+  const int nvi = Ty * (V / 4);
+  auto v_src = [&](int i) {
+    const int s = i / (V / 4), r4 = (i % (V / 4)) * 4;
+    return static_cast<const TIn*>(p.v) + ((static_cast<int64_t>(b) * Ty + s) * p.HV + vh) * V + r4;
+  };
+  auto v_put = [&](int i, const VRaw& raw) {
+    detail::Pack<TIn, 4> pk;
+    pk.raw = raw;
+    float* const dst = sV + (i / (V / 4)) * V + (i % (V / 4)) * 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) dst[j] = to_f32(pk.e[j]);
+  };
+  VRaw v0{};
+  if (tid < nvi) v0 = *reinterpret_cast<const VRaw*>(v_src(tid));
+
   if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
     for (int i = tid; i < Ty * V; i += blockDim.x) y[y_at(i / V, i % V)] = from_f32<TIn>(0.0f);
     return;
@@ -117,8 +167,8 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
   const int64_t sv = static_cast<int64_t>(slot) * p.HV + vh;  // (slot, value head)
   float* const S0 = static_cast<float*>(p.state) + sv * V * K;
 
-  // ---- phase 1: the first checkpoint columns of each warp's m-tile (phase 3's A fragments, in
-  // flight while the window is staged); the cursor; the window.
+  // Then the slot's: each warp's first checkpoint columns (phase 3's A fragments, in flight
+  // while the window is staged), the cursor, and the window's history by cp.async.
   // Lane (mg, mc) of a warp holds rows r0 = 16 mt + mg and r0 + 8, columns 16 kg + 4 mc .. + 3 of
   // each 16-column group kg (phase 3 says why).
   const int mg = lane >> 2, mc = lane & 3;
@@ -132,12 +182,19 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   };
+  if constexpr (L2PF) {  // EXPERIMENT: the warp's m-tiles requested into L2 at once
+    if (lane == 0)
+      for (int mt = warp; mt < mts; mt += nwarps) {
+        const int rows = min(16, V - 16 * mt);
+        const float* const at = S0 + static_cast<int64_t>(16 * mt) * K;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(rows * K * 4) : "memory");
+      }
+  }
   float4 ahead[PD][2];  // groups kg0 .. kg0 + PD - 1 of the m-tile in hand
   if (warp < mts)
 #pragma unroll
     for (int pf = 0; pf < PD; ++pf) load_group(warp, pf, ahead[pf]);
 
-  const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
   const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
   const int hist = win.hist;
   const bool flush = p.is_flush[slot] != 0;
@@ -147,48 +204,40 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
   float* const ringg = p.ring_g + sv * R * GW;
   float* const ringu = p.ring_u + sv * R * V;
 
-  // History records (all threads, float4 items) and the tokens' v.
+  // History records: k^ [l][K], u [l][us], KDA's gates [l][K] in 16-byte copies, GDN's gate words.
   {
     const int nk = hist * (K / 4), ng = KDA ? hist * (K / 4) : hist, nu = hist * (V / 4);
-    const int nv = Tb * (V / 4), total = nk + ng + nu + nv;
+    const int total = nk + ng + nu;
     for (int i = tid; i < total; i += blockDim.x) {
       int j = i;
       if (j < nk) {
         const int l = j / (K / 4), c4 = (j % (K / 4)) * 4;
-        *reinterpret_cast<float4*>(sK + l * K + c4) =
-            *reinterpret_cast<const float4*>(ringk + static_cast<int64_t>(phys(l)) * K + c4);
+        cp_async16(sK + l * K + c4, ringk + static_cast<int64_t>(phys(l)) * K + c4);
       } else if ((j -= nk) < ng) {
         if constexpr (KDA) {
           const int l = j / (K / 4), c4 = (j % (K / 4)) * 4;
-          *reinterpret_cast<float4*>(sG + l * K + c4) =
-              *reinterpret_cast<const float4*>(ringg + static_cast<int64_t>(phys(l)) * K + c4);
+          cp_async16(sG + l * K + c4, ringg + static_cast<int64_t>(phys(l)) * K + c4);
         } else {
-          sG[j] = ringg[phys(j)];
+          cp_async_small<4>(sG + j, ringg + phys(j));
         }
-      } else if ((j -= ng) < nu) {
-        const int l = j / (V / 4), r4 = (j % (V / 4)) * 4;
-        const float4 u4 = *reinterpret_cast<const float4*>(ringu + static_cast<int64_t>(phys(l)) * V + r4);
-        sU[(r4 + 0) * sm.us + l] = u4.x, sU[(r4 + 1) * sm.us + l] = u4.y;
-        sU[(r4 + 2) * sm.us + l] = u4.z, sU[(r4 + 3) * sm.us + l] = u4.w;
       } else {
-        j -= nu;
-        const int s = j / (V / 4), r4 = (j % (V / 4)) * 4;
-        load_vec<TIn, 4>(static_cast<const TIn*>(p.v) + ((static_cast<int64_t>(b) * Ty + s) * p.HV + vh) * V + r4,
-                         sV + s * V + r4);
+        j -= ng;
+        const int l = j / (V / 4), r4 = (j % (V / 4)) * 4;
+        cp_async16(sU + l * sm.us + r4, ringu + static_cast<int64_t>(phys(l)) * V + r4);
       }
     }
+    cp_async_commit();
   }
-  // The tokens: warp s normalises k and q, forms the gate and beta, appends k^ (the key head's
-  // first value head) and g to the ring.
-  for (int s = warp; s < Tb; s += nwarps) {
-    const int64_t qk = ((static_cast<int64_t>(b) * Ty + s) * p.H + kh) * K;
-    constexpr int PL = K / 32;  // elements per lane
+  // The rest of v (V x Ty / 4 > 256 items), then the register item.
+  for (int i = tid + blockDim.x; i < nvi; i += blockDim.x) v_put(i, *reinterpret_cast<const VRaw*>(v_src(i)));
+  if (tid < nvi) v_put(tid, v0);
+  // Warp s's token: k and q normalised, the gate and beta; k^ appended by the key head's first
+  // value head, g by every value head.
+  if (tok && warp < Tb) {
+    const int s = warp;
     float kr[PL], qr[PL];
 #pragma unroll
-    for (int e = 0; e < PL; ++e) {
-      kr[e] = to_f32(static_cast<const TIn*>(p.k)[qk + lane + 32 * e]);
-      qr[e] = to_f32(static_cast<const TIn*>(p.q)[qk + lane + 32 * e]);
-    }
+    for (int e = 0; e < PL; ++e) kr[e] = to_f32(kraw[e]), qr[e] = to_f32(qraw[e]);
     float sk = 0.0f, sq = 0.0f;
 #pragma unroll
     for (int e = 0; e < PL; ++e) sk = __fmaf_rn(kr[e], kr[e], sk), sq = __fmaf_rn(qr[e], qr[e], sq);
@@ -203,24 +252,23 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
       sQ[s * K + c] = __fmul_rn(__fmul_rn(qr[e], iq), p.scale);
       if (owns_k) p.ring_k[((static_cast<int64_t>(slot) * p.H + kh) * R + q) * K + c] = kh_;
     }
-    const int64_t hv = (static_cast<int64_t>(b) * Ty + s) * p.HV + vh;  // (b, s, vh)
-    const float Aexp = expf(p.A_log[vh]);
+    const float Aexp = expf(alog);
     if constexpr (KDA) {
 #pragma unroll
       for (int e = 0; e < PL; ++e) {
         const int c = lane + 32 * e;
-        const float gv = gate_of(to_f32(static_cast<const TIn*>(p.a)[hv * K + c]),
-                                 p.dt_bias[static_cast<int64_t>(vh) * K + c], Aexp);
+        const float gv = gate_of(to_f32(araw[e]), dtb[e], Aexp);
         sG[l * K + c] = gv;
         ringg[static_cast<int64_t>(q) * K + c] = gv;
       }
     } else if (lane == 0) {
-      const float gv = gate_of(to_f32(static_cast<const TIn*>(p.a)[hv]), p.dt_bias[vh], Aexp);
+      const float gv = gate_of(to_f32(araw[0]), dtb[0], Aexp);
       sG[l] = gv;
       ringg[q] = gv;
     }
-    if (lane == 0) sBeta[s] = beta_of(to_f32(static_cast<const TIn*>(p.b)[hv]), p.beta_bf16);
+    if (lane == 0) sBeta[s] = beta_of(to_f32(braw), p.beta_bf16);
   }
+  cp_async_wait<0>();
   __syncthreads();
 
   // ---- phase 2: gate prefix sums over the window (one thread per channel).
@@ -348,7 +396,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT, PD))
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int l = l0 + mc + (j >> 1) * 4, r = r0 + (j & 1) * 8;
-        w[j] = Tf32Pair::of(l < hist && r < V ? sU[r * sm.us + l] : 0.0f);
+        w[j] = Tf32Pair::of(l < hist && r < V ? sU[l * sm.us + r] : 0.0f);
       }
     };
 #pragma unroll 1

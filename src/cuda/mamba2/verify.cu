@@ -92,7 +92,7 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 struct VerifyPlan {
   bool group = true;
   int rows_per_block = 0, threads = 0, heads_per_block = 1;
-  int ahead = 1;  // group kernel: column units loaded ahead per streaming warp (1 or 2)
+  int l2ahead = 0;  // EXPERIMENT: group kernel units requested into L2 this far ahead (0, 4, 8)
 };
 
 /// Whole rows up to `unit`-row items: ceil(P / split) rounded up to a multiple of unit.
@@ -128,10 +128,8 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
     if (key == "split" && val > 0) split = val;
     if (key == "threads") threads = val;
     if (key == "hpb") hpb = val;
-    if (key == "ahead") v.ahead = val;
+    if (key == "l2ahead") v.l2ahead = val;
   });
-  check<ConfigError>(v.ahead == 1 || v.ahead == 2, op, ": verify plan ahead = ", v.ahead,
-                     ", expected 1 or 2");
   if (v.group) {
     v.threads = threads ? threads : kVerifyGroupThreads;
     v.rows_per_block = std::min<int>(split_rows(P, split > 0 ? split : 1, 16), static_cast<int>(P));
@@ -162,16 +160,18 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
 }
 
 template <class TIn, class TRing>
-void launch_verify(const StepParams& p, int64_t N, int K, bool group, int ahead, int threads,
+void launch_verify(const StepParams& p, int64_t N, int K, bool group, int l2ahead, int threads,
                    size_t smem, cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
     constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
     const dim3 grid(static_cast<unsigned>(p.G * p.nchunks * p.nsplit), static_cast<unsigned>(p.batch));
-    if (group && ahead == 2)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 2>, grid, threads, smem, s, p, op);
+    if (group && l2ahead == 4)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 4>, grid, threads, smem, s, p, op);
+    else if (group && l2ahead >= 8)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 8>, grid, threads, smem, s, p, op);
     else if (group)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 1>, grid, threads, smem, s, p, op);
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 0>, grid, threads, smem, s, p, op);
     else
       launch_with_smem(verify_kernel<TIn, TRing, kN, kK>,
                        dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)),
@@ -258,11 +258,11 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
-    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.ahead, plan.threads, smem, s);
+    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
   else if (ring == kBF16)
-    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.ahead, plan.threads, smem, s);
+    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
   else
-    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.ahead, plan.threads, smem, s);
+    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
 }
 
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,

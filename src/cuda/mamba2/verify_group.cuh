@@ -111,7 +111,7 @@ __device__ __forceinline__ void record_bc(const float (&e)[NL], const float (&c)
 
 }  // namespace verify_group_detail
 
-template <class TIn, class TRing, int N, int KT, int UA = 1>
+template <class TIn, class TRing, int N, int KT, int L2A = 0>
 __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(const StepParams p) {
   using namespace verify_group_detail;
   using replay_detail::Loaded;
@@ -217,14 +217,23 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
         v[h][m] = r + 8 * h < nrows ? __ldcs(reinterpret_cast<const float4*>(src + h * 8 * N + 16 * m))
                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   };
-  float4 ahead[UA][2][2];  // the next UA units of the warp, loaded ahead of their math
-  Unit ld = first;          // the next unit to load
+  // EXPERIMENT (session 26 call 2): the unit L2A on requested into L2 (16 lanes, one 128-byte
+  // row each).
+  auto l2_unit = [&](const Unit& u) {
+    const int r = u.mt * 16 + lane;
+    if (lane < 16 && r < nrows)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(S0 + (static_cast<int64_t>(u.k) * P + r) * N +
+                                                    u.q * kVerifyUnitCols));
+  };
+  Unit pf = first;
+  float4 va[2][2], vb[2][2];  // the unit in hand and the next one
   if (tid < nstream) {
-#pragma unroll
-    for (int i = 0; i < UA; ++i) {
-      if (ld.k < K) load_unit(ld, ahead[i]);
-      ld = next_unit(ld);
-    }
+    if (first.k < K) load_unit(first, va);
+    if constexpr (L2A > 0)
+      for (int i = 0; i <= L2A; ++i) {
+        if (i > 0 && pf.k < K) l2_unit(pf);
+        pf = next_unit(pf);
+      }
     {  // every physical ring x row of the block's heads, and the tokens' x and z: one group
       const int cpr = nrows / VX, total = K * R * cpr;
 #pragma unroll 1
@@ -507,21 +516,21 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
             }
       }
     };
-    // Each unit loads the one UA units on into the freed registers before its own math.
+    // Each unit loads the next one's elements before its own math.
 #pragma unroll 1
-    for (Unit at = first; at.k < K; at = next_unit(at)) {
-      float4 cur[2][2];
+    for (Unit at = first; at.k < K;) {
+      const Unit nx = next_unit(at);
+      if (nx.k < K) load_unit(nx, vb);
+      if constexpr (L2A > 0) {
+        if (pf.k < K) l2_unit(pf);
+        pf = next_unit(pf);
+      }
+      unit(at, va);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int mm = 0; mm < 2; ++mm) {
-          cur[h][mm] = ahead[0][h][mm];
-#pragma unroll
-          for (int i = 0; i + 1 < UA; ++i) ahead[i][h][mm] = ahead[i + 1][h][mm];
-        }
-      if (ld.k < K) load_unit(ld, ahead[UA - 1]);
-      ld = next_unit(ld);
-      unit(at, cur);
+        for (int mm = 0; mm < 2; ++mm) va[h][mm] = vb[h][mm];
+      at = nx;
     }
     cp_async_wait<0>();  // the ring and token rows (the epilogue reads every thread's copies)
   }
