@@ -83,8 +83,9 @@ struct VerifySmem {
   }
 };
 
-template <class TIn, int K, int KT, bool KDA, int MINB, bool L2PF>
-__global__ void __launch_bounds__(kVerifyThreads, MINB) verify_kernel(const StepParams p) {
+template <class TIn, int K, int KT, bool KDA, int NTHR = kVerifyThreads,
+          int MINB = verify_min_blocks(KT), bool L2PF = false>
+__global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) {
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(kVerifyThreads, MINB) verify_kernel(const Step
   // lifetime was a chain of dependent global loads (slot, cursor, ring, tokens, gates, beta; each
   // ~1 us under load). First what does not depend on the slot: warp s's token (k, q, the gate and
   // beta inputs; Ty <= 8 = the warps, host-checked) and the tokens' v rows, into registers.
-  static_assert(kVerifyThreads / 32 >= 8, "a warp per token");
+  static_assert(NTHR / 32 >= KT, "a warp per token");
   constexpr int PL = K / 32;  // elements of k, q (and KDA's gate) per lane
   const int slot = p.slot_ids[b];
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
@@ -285,8 +286,8 @@ __global__ void __launch_bounds__(kVerifyThreads, MINB) verify_kernel(const Step
   // A thread keeps one column c and walks the tokens: one decay per (token, column) serves vk and
   // vq, and the column's fragment position is computed once.
   {
-    static_assert(kVerifyThreads % K == 0, "whole columns per pass");
-    constexpr int kStep = kVerifyThreads / K;
+    static_assert(NTHR % K == 0, "whole columns per pass");
+    constexpr int kStep = NTHR / K;
     const int c = tid % K;
     const int ks = 2 * (c >> 4) + ((c >> 1) & 1), cl = ((c >> 2) & 3), ct = c & 1;
     auto put = [&](int n, float v) {
