@@ -16,7 +16,8 @@
 # arguments SPEC_ARGS, default -T 2,4,6,8) and SPEC_DRAFTERS=1 (`bench spec --drafter` on the
 # bundled models with n-gram drafts and models/nemotron-h-draft, prompts from PROMPTS, default
 # tests/data/eval_text.txt) adjust a run. TAR=1 packs everything under $OUT into one
-# results-$COMMIT.tar.gz (only 8 files come back from a call).
+# results-$COMMIT.tar.gz (only 8 files come back from a call). The benchmarks' tables (stdout) go to
+# .txt files, their progress and per-row lines (stderr) to .log files beside them.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:?set OUT to the folder the results go to}
@@ -67,7 +68,7 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
   "$bench" kernels ${BENCH_ARGS:---family all} --commit "$commit" \
-    --out "$out/kernels-all-$commit.json" > "$out/kernels-all-$commit.txt" 2>&1
+    --out "$out/kernels-all-$commit.json" > "$out/kernels-all-$commit.txt" 2> "$out/kernels-all-$commit.log"
   echo "bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_kernels.py" "$out/kernels-all-$commit.json" \
     "$out/kernels-all-$commit.png" > /dev/null 2>&1 || echo "plot failed"
@@ -86,7 +87,7 @@ fi
 if [ "${VERIFY:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # VERIFY_ARGS is a list of arguments
   "$bench" verify ${VERIFY_ARGS:-} --commit "$commit" --out "$out/verify-$commit.json" \
-    > "$out/verify-$commit.txt" 2>&1
+    > "$out/verify-$commit.txt" 2> "$out/verify-$commit.log"
   echo "verify bench rc $?: $(( $(date +%s) - start )) s"
   python3 "$root/bench/plot_verify.py" "$out/verify-$commit.json" "$out/verify-$commit.png" \
     > /dev/null 2>&1 || echo "verify plot failed"
@@ -95,7 +96,7 @@ if [ "${E2E:-0}" = 1 ]; then
   for arch in ${E2E_ARCHS:-nemotron-3-nano-4b qwen3.5-4b}; do
     # shellcheck disable=SC2086  # E2E_ARGS is a list of arguments
     "$cli" bench e2e --arch "$arch" --random-weights --device cuda ${E2E_ARGS:-} --commit "$commit" \
-      --json "$out/e2e-$arch-$commit.json" > "$out/e2e-$arch-$commit.txt" 2>&1
+      --json "$out/e2e-$arch-$commit.json" > "$out/e2e-$arch-$commit.txt" 2> "$out/e2e-$arch-$commit.log"
     echo "bench e2e $arch rc $?: $(( $(date +%s) - start )) s"
     tail -12 "$out/e2e-$arch-$commit.txt"
   done
@@ -107,7 +108,7 @@ if [ "${SPEC:-0}" = 1 ]; then
     # shellcheck disable=SC2086  # SPEC_ARGS is a list of arguments
     "$cli" bench spec --arch "$arch" --random-weights --device cuda ${SPEC_ARGS:--T 2,4,6,8} \
       --commit "$commit" --json "$out/spec-cuda-$arch-$commit.json" \
-      > "$out/spec-cuda-$arch-$commit.txt" 2>&1
+      > "$out/spec-cuda-$arch-$commit.txt" 2> "$out/spec-cuda-$arch-$commit.log"
     echo "bench spec $arch rc $?: $(( $(date +%s) - start )) s"
     python3 "$root/bench/plot_spec.py" "$out/spec-cuda-$arch-$commit.json" \
       "$out/spec-cuda-$arch-$commit.png" > /dev/null 2>&1 || echo "spec plot failed"
