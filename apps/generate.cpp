@@ -222,10 +222,11 @@ int generate(const GenerateOptions& o) {
     }
   }
   const auto& s = main_run.stats;
-  fmt::print("{}: {} request{}, {} prompt + {} generated tokens in {} steps, {:.2f} s: {:.1f} "
+  auto s_if = [](int64_t n) { return n == 1 ? "" : "s"; };  // plural ending
+  fmt::print("{}: {} request{}, {} prompt + {} generated token{} in {} step{}, {:.2f} s: {:.1f} "
              "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}{}, batch {}{})\n",
-             opt.model, reqs.size(), reqs.size() == 1 ? "" : "s", s.prompt_tokens,
-             s.generated_tokens, s.steps, s.seconds,
+             opt.model, reqs.size(), s_if(static_cast<int64_t>(reqs.size())), s.prompt_tokens,
+             s.generated_tokens, s_if(s.generated_tokens), s.steps, s_if(s.steps), s.seconds,
              s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm,
              // The ring length only where the SSM layers replay (conventional and snapshot steps
@@ -251,6 +252,9 @@ int generate(const GenerateOptions& o) {
                "(1..{}), {} of {} drafts kept ({:.0f}%), drafting {:.2f} s\n",
                opt.speculate, opt.drafter, opt.spec_mode, sp.mean_accepted(), opt.speculate,
                sp.accepted_drafts, sp.drafted, 100 * sp.draft_acceptance(), sp.draft_seconds);
+    if (opt.speculate == 1)
+      fmt::print("note: --speculate 1 drafts nothing: each verify step feeds the last accepted "
+                 "token alone (plain decoding through the verify path); use 2..8 to draft\n");
   }
   if (!opt.compare) return 0;
 
