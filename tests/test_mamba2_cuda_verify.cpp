@@ -306,7 +306,7 @@ struct PlanEnv {
 // T = 64; its default plan, and three streaming warps, so that a warp's column units change from
 // one unit to the next) and the one-head kernel (verify.cuh, the default below), forced through
 // the plan override.
-constexpr const char* kKernels[] = {"group=1", "group=1,l2ahead=4", "group=1,threads=160", "group=0"};
+constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=0"};
 
 /// run_walk once per kernel (and plan) of kKernels.
 void walk_each_kernel(const Case& c, uint64_t seed) {

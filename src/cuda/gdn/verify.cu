@@ -3,14 +3,12 @@
 // and the device-resident rows are checked.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/memory.h"
-#include "cuda/common/plan_env.h"
 #include "cuda/common/snapshot_select.h"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/launch.cuh"
@@ -26,45 +24,17 @@ namespace {
 constexpr int64_t kMaxRing = 64;
 constexpr int64_t kMaxBatch = 65535;
 
-/// EXPERIMENT (session 26 call 2), at KT 4 and 8 only: RSSM_GDN_VERIFY_PLAN="blocks=4" bounds the
-/// kernel's registers for 4 blocks per SM (KT 4), "threads=128" runs 128-thread blocks (KT 4, 5
-/// blocks per SM), "l2=1" requests each block's checkpoint into L2 at its start.
-struct VerifyKnobs {
-  int blocks = 0, threads = 256;
-  bool l2 = false;
-};
-VerifyKnobs verify_knobs() {
-  VerifyKnobs k;
-  for_each_plan_override("RSSM_GDN_VERIFY_PLAN", [&](const std::string& key, int v) {
-    if (key == "blocks") k.blocks = v;
-    if (key == "threads") k.threads = v;
-    if (key == "l2") k.l2 = v != 0;
-  });
-  return k;
-}
-
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
-  auto go = [&](auto kernel, int threads = kVerifyThreads) {
+  auto go = [&](auto kernel) {
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
-                     threads, smem, s, p, op);
+                     kVerifyThreads, smem, s, p, op);
   };
-  const VerifyKnobs k = verify_knobs();
   switch (KT) {
-    case 1: return go(verify_kernel<TIn, K, 1, KDA>);
-    case 2: return go(verify_kernel<TIn, K, 2, KDA>);
-    case 4:
-      if (k.threads == 128)
-        return k.l2 ? go(verify_kernel<TIn, K, 4, KDA, 128, 5, true>, 128)
-                    : go(verify_kernel<TIn, K, 4, KDA, 128, 5, false>, 128);
-      if (k.blocks == 4)
-        return k.l2 ? go(verify_kernel<TIn, K, 4, KDA, 256, 4, true>)
-                    : go(verify_kernel<TIn, K, 4, KDA, 256, 4, false>);
-      return k.l2 ? go(verify_kernel<TIn, K, 4, KDA, 256, 3, true>)
-                  : go(verify_kernel<TIn, K, 4, KDA, 256, 3, false>);
-    default:
-      return k.l2 ? go(verify_kernel<TIn, K, 8, KDA, 256, 2, true>)
-                  : go(verify_kernel<TIn, K, 8, KDA, 256, 2, false>);
+    case 1: go(verify_kernel<TIn, K, 1, KDA>); break;
+    case 2: go(verify_kernel<TIn, K, 2, KDA>); break;
+    case 4: go(verify_kernel<TIn, K, 4, KDA>); break;
+    default: go(verify_kernel<TIn, K, 8, KDA>); break;
   }
 }
 

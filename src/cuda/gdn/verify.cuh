@@ -20,12 +20,13 @@
 // the slot; then each warp's first checkpoint columns into registers (kVerifyPrefetch 16-column
 // groups of its 16-row m-tile; the checkpoint is never staged in shared memory: 3 blocks per SM
 // at T <= 4, bound by registers, 2 at T = 8), the cursor, and the window's history by cp.async;
-// the tokens normalised (warp s) and appended to the ring; gate prefix sums; the per-token vectors and record coefficients (one
-// warp per (record, token) pair) and the window's solve as two KT x KT matrices, (I + A)^-1 and
-// W (I + A)^-1, shared by every row; then every row's [hk | hq] (the 2 KT dots and the history
-// sums) and, on flush rows, the fold on the tensor cores, a warp per 16-row m-tile (mma m16n8k8
-// with tf32 pairs, as mamba2/verify_group.cuh), the m-tile's column groups streaming through
-// registers; into a per-row buffer; then per (row, token) R, U_s and y_s from the two matrices.
+// the tokens normalised (warp s) and appended to the ring; gate prefix sums; the per-token
+// vectors and record coefficients (one warp per (record, token) pair) and the window's solve as
+// two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by every row; then every row's
+// [hk | hq] (the 2 KT dots and the history sums) and, on flush rows, the fold on the tensor
+// cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as mamba2/verify_group.cuh), the
+// m-tile's column groups streaming through registers; into a per-row buffer; then per (row,
+// token) R, U_s and y_s from the two matrices.
 // The token axis is padded to KT (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared
 // memory: VerifySmem. fp32 state.
 #pragma once
@@ -83,9 +84,9 @@ struct VerifySmem {
   }
 };
 
-template <class TIn, int K, int KT, bool KDA, int NTHR = kVerifyThreads,
-          int MINB = verify_min_blocks(KT), bool L2PF = false>
-__global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) {
+template <class TIn, int K, int KT, bool KDA>
+__global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
+    verify_kernel(const StepParams p) {
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) 
   // lifetime was a chain of dependent global loads (slot, cursor, ring, tokens, gates, beta; each
   // ~1 us under load). First what does not depend on the slot: warp s's token (k, q, the gate and
   // beta inputs; Ty <= 8 = the warps, host-checked) and the tokens' v rows, into registers.
-  static_assert(NTHR / 32 >= KT, "a warp per token");
+  static_assert(kVerifyThreads / 32 >= KT, "a warp per token");
   constexpr int PL = K / 32;  // elements of k, q (and KDA's gate) per lane
   const int slot = p.slot_ids[b];
   const int Tb = p.num_tokens ? min(max(p.num_tokens[b], 1), Ty) : Ty;
@@ -183,14 +184,6 @@ __global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) 
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   };
-  if constexpr (L2PF) {  // EXPERIMENT: the warp's m-tiles requested into L2 at once
-    if (lane == 0)
-      for (int mt = warp; mt < mts; mt += nwarps) {
-        const int rows = min(16, V - 16 * mt);
-        const float* const at = S0 + static_cast<int64_t>(16 * mt) * K;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(rows * K * 4) : "memory");
-      }
-  }
   float4 ahead[PD][2];  // groups kg0 .. kg0 + PD - 1 of the m-tile in hand
   if (warp < mts)
 #pragma unroll
@@ -230,7 +223,8 @@ __global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) 
     cp_async_commit();
   }
   // The rest of v (V x Ty / 4 > 256 items), then the register item.
-  for (int i = tid + blockDim.x; i < nvi; i += blockDim.x) v_put(i, *reinterpret_cast<const VRaw*>(v_src(i)));
+  for (int i = tid + blockDim.x; i < nvi; i += blockDim.x)
+    v_put(i, *reinterpret_cast<const VRaw*>(v_src(i)));
   if (tid < nvi) v_put(tid, v0);
   // Warp s's token: k and q normalised, the gate and beta; k^ appended by the key head's first
   // value head, g by every value head.
@@ -286,8 +280,8 @@ __global__ void __launch_bounds__(NTHR, MINB) verify_kernel(const StepParams p) 
   // A thread keeps one column c and walks the tokens: one decay per (token, column) serves vk and
   // vq, and the column's fragment position is computed once.
   {
-    static_assert(NTHR % K == 0, "whole columns per pass");
-    constexpr int kStep = NTHR / K;
+    static_assert(kVerifyThreads % K == 0, "whole columns per pass");
+    constexpr int kStep = kVerifyThreads / K;
     const int c = tid % K;
     const int ks = 2 * (c >> 4) + ((c >> 1) & 1), cl = ((c >> 2) & 3), ct = c & 1;
     auto put = [&](int n, float v) {

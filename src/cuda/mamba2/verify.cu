@@ -92,7 +92,6 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 struct VerifyPlan {
   bool group = true;
   int rows_per_block = 0, threads = 0, heads_per_block = 1;
-  int l2ahead = 0;  // EXPERIMENT: group kernel units requested into L2 this far ahead (0, 4, 8)
 };
 
 /// Whole rows up to `unit`-row items: ceil(P / split) rounded up to a multiple of unit.
@@ -128,7 +127,6 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
     if (key == "split" && val > 0) split = val;
     if (key == "threads") threads = val;
     if (key == "hpb") hpb = val;
-    if (key == "l2ahead") v.l2ahead = val;
   });
   if (v.group) {
     v.threads = threads ? threads : kVerifyGroupThreads;
@@ -160,18 +158,16 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
 }
 
 template <class TIn, class TRing>
-void launch_verify(const StepParams& p, int64_t N, int K, bool group, int l2ahead, int threads,
-                   size_t smem, cudaStream_t s) {
+void launch_verify(const StepParams& p, int64_t N, int K, bool group, int threads, size_t smem,
+                   cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
     constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
-    const dim3 grid(static_cast<unsigned>(p.G * p.nchunks * p.nsplit), static_cast<unsigned>(p.batch));
-    if (group && l2ahead == 4)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 4>, grid, threads, smem, s, p, op);
-    else if (group && l2ahead >= 8)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 8>, grid, threads, smem, s, p, op);
-    else if (group)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 0>, grid, threads, smem, s, p, op);
+    if (group)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK>,
+                       dim3(static_cast<unsigned>(p.G * p.nchunks * p.nsplit),
+                            static_cast<unsigned>(p.batch)),
+                       threads, smem, s, p, op);
     else
       launch_with_smem(verify_kernel<TIn, TRing, kN, kK>,
                        dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)),
@@ -258,11 +254,11 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
-    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
+    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
   else if (ring == kBF16)
-    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
+    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.threads, smem, s);
   else
-    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
+    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
 }
 
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,
