@@ -25,8 +25,8 @@
 // two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by every row; then every row's
 // [hk | hq] (the 2 KT dots and the history sums) and, on flush rows, the fold on the tensor
 // cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as mamba2/verify_group.cuh), the
-// m-tile's column groups streaming through registers; into a per-row buffer; then per (row,
-// token) R, U_s and y_s from the two matrices.
+// m-tile's column groups streaming through registers; into a per-row buffer; then per row R (every
+// token's), and per (row, token) U_s and y_s from the two matrices.
 // The token axis is padded to KT (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared
 // memory: VerifySmem. fp32 state.
 #pragma once
@@ -487,24 +487,31 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     }
   }
   __syncthreads();
-  // Per (row, token): R_s3 = beta (v - hk), U_s = sum Minv[s][s3] R_s3 (the token's record u),
-  // y_s = hq_s + sum WM[s][s3] R_s3.
-  for (int i = tid; i < Ty * V; i += blockDim.x) {
-    const int s = i / V, r = i - s * V;
-    float out = 0.0f;
-    if (s < Tb) {
-      const float* const hr = sH + r * HS;
-      float u = 0.0f;
-      out = hr[KT + s];
+  // Per row: R_s3 = beta (v - hk) for every token once, then per token U_s = sum Minv[s][s3] R_s3
+  // (the token's record u) and y_s = hq_s + sum WM[s][s3] R_s3. Item i = (token group g, row r):
+  // the block's threads split the tokens into tg groups where V leaves threads over (2 at V 128).
+  const int tg = max(1, static_cast<int>(blockDim.x) / V);
+  for (int i = tid; i < tg * V; i += blockDim.x) {
+    const int g = i / V, r = i - g * V;
+    const float* const hr = sH + r * HS;
+    float R[KT];
 #pragma unroll
-      for (int s3 = 0; s3 < KT; ++s3) {
-        const float Rs = s3 < Tb ? __fmul_rn(sBeta[s3], __fsub_rn(sV[s3 * V + r], hr[s3])) : 0.0f;
-        u = __fmaf_rn(sMinv[s * KT + s3], Rs, u);
-        out = __fmaf_rn(sWM[s * KT + s3], Rs, out);
+    for (int s3 = 0; s3 < KT; ++s3)
+      R[s3] = s3 < Tb ? __fmul_rn(sBeta[s3], __fsub_rn(sV[s3 * V + r], hr[s3])) : 0.0f;
+    for (int s = g; s < Ty; s += tg) {
+      float out = 0.0f;
+      if (s < Tb) {
+        float u = 0.0f;
+        out = hr[KT + s];
+#pragma unroll
+        for (int s3 = 0; s3 < KT; ++s3) {
+          u = __fmaf_rn(sMinv[s * KT + s3], R[s3], u);
+          out = __fmaf_rn(sWM[s * KT + s3], R[s3], out);
+        }
+        ringu[static_cast<int64_t>(phys(hist + s)) * V + r] = u;
       }
-      ringu[static_cast<int64_t>(phys(hist + s)) * V + r] = u;
+      y[y_at(s, r)] = from_f32<TIn>(out);
     }
-    y[y_at(s, r)] = from_f32<TIn>(out);
   }
 }
 
