@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   VRaw v0{};
   if (tid < nvi) v0 = *reinterpret_cast<const VRaw*>(v_src(tid));
 
-  if (slot < 0 || slot >= p.slots) {  // pad row: nothing read or written but y = 0
+  // Pad row: only the token inputs were read; nothing is written but y = 0.
+  if (slot < 0 || slot >= p.slots) {
     for (int i = tid; i < Ty * V; i += blockDim.x) y[y_at(i / V, i % V)] = from_f32<TIn>(0.0f);
     return;
   }
@@ -494,10 +495,10 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   for (int i = tid; i < tg * V; i += blockDim.x) {
     const int g = i / V, r = i - g * V;
     const float* const hr = sH + r * HS;
-    float R[KT];
+    float Rt[KT];  // R_s3 of every token (R itself is the ring length)
 #pragma unroll
     for (int s3 = 0; s3 < KT; ++s3)
-      R[s3] = s3 < Tb ? __fmul_rn(sBeta[s3], __fsub_rn(sV[s3 * V + r], hr[s3])) : 0.0f;
+      Rt[s3] = s3 < Tb ? __fmul_rn(sBeta[s3], __fsub_rn(sV[s3 * V + r], hr[s3])) : 0.0f;
     for (int s = g; s < Ty; s += tg) {
       float out = 0.0f;
       if (s < Tb) {
@@ -505,8 +506,8 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
         out = hr[KT + s];
 #pragma unroll
         for (int s3 = 0; s3 < KT; ++s3) {
-          u = __fmaf_rn(sMinv[s * KT + s3], R[s3], u);
-          out = __fmaf_rn(sWM[s * KT + s3], R[s3], out);
+          u = __fmaf_rn(sMinv[s * KT + s3], Rt[s3], u);
+          out = __fmaf_rn(sWM[s * KT + s3], Rt[s3], out);
         }
         ringu[static_cast<int64_t>(phys(hist + s)) * V + r] = u;
       }
