@@ -92,6 +92,15 @@ struct Run {
   int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
 
+/// The report's rate: tokens per second after the first step, or what stands in for it where a run
+/// had no step after its first (-n 1: the first step's rate would mix in loading and warm-up).
+std::string steady_rate(const engine::ServeStats& s) {
+  if (s.steps <= 1)
+    return fmt::format("one step ({:.0f} ms), no rate after it", 1e3 * s.first_step_seconds);
+  return fmt::format("{:.1f} tokens/s after the first step ({:.0f} ms)", s.steady_tokens_per_s(),
+                     1e3 * s.first_step_seconds);
+}
+
 /// Rows decoded at once: --batch (default 8), never more than there are requests (each row holds
 /// a slot with its KV cache and states).
 int batch_size(const GenerateOptions& o, size_t requests) {
@@ -223,11 +232,11 @@ int generate(const GenerateOptions& o) {
   }
   const auto& s = main_run.stats;
   auto s_if = [](int64_t n) { return n == 1 ? "" : "s"; };  // plural ending
-  fmt::print("{}: {} request{}, {} prompt + {} generated token{} in {} step{}, {:.2f} s: {:.1f} "
-             "tokens/s after the first step ({:.0f} ms) (device {}, ssm {}{}, batch {}{})\n",
+  fmt::print("{}: {} request{}, {} prompt + {} generated token{} in {} step{}, {:.2f} s: {} "
+             "(device {}, ssm {}{}, batch {}{})\n",
              opt.model, reqs.size(), s_if(static_cast<int64_t>(reqs.size())), s.prompt_tokens,
              s.generated_tokens, s_if(s.generated_tokens), s.steps, s_if(s.steps), s.seconds,
-             s.steady_tokens_per_s(), 1e3 * s.first_step_seconds, opt.device,
+             steady_rate(s), opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm,
              // The ring length only where the SSM layers replay (conventional and snapshot steps
              // have none); ReplaySSM at L = 1, where the dispatcher (-L 0) chose it, is the
@@ -248,10 +257,15 @@ int generate(const GenerateOptions& o) {
                              : "use -L >= 2 to read it");
   if (opt.speculate > 0) {
     const auto& sp = main_run.spec;
-    fmt::print("speculative: T {}, drafter {}, {} mode: mean accepted {:.2f} tokens per step "
-               "(1..{}), {} of {} drafts kept ({:.0f}%), drafting {:.2f} s\n",
-               opt.speculate, opt.drafter, opt.spec_mode, sp.mean_accepted(), opt.speculate,
-               sp.accepted_drafts, sp.drafted, 100 * sp.draft_acceptance(), sp.draft_seconds);
+    if (sp.row_steps == 0)  // every token came from the prompt's step: no verify step ran
+      fmt::print("speculative: T {}, drafter {}, {} mode: no verify step ran (-n 1)\n",
+                 opt.speculate, opt.drafter, opt.spec_mode);
+    else
+      fmt::print("speculative: T {}, drafter {}, {} mode: mean accepted {:.2f} tokens per step "
+                 "(1..{}), {} of {} draft{} kept ({:.0f}%), drafting {:.2f} s\n",
+                 opt.speculate, opt.drafter, opt.spec_mode, sp.mean_accepted(), opt.speculate,
+                 sp.accepted_drafts, sp.drafted, sp.drafted == 1 ? "" : "s",
+                 100 * sp.draft_acceptance(), sp.draft_seconds);
     if (opt.speculate == 1)
       fmt::print("note: --speculate 1 drafts nothing: each verify step feeds the last accepted "
                  "token alone (plain decoding through the verify path); use 2..8 to draft\n");
@@ -313,11 +327,11 @@ int generate(const GenerateOptions& o) {
     }
     ++diverged;
   }
-  fmt::print("compare: conventional {:.1f} tokens/s, ReplaySSM (L {}) {:.1f} tokens/s; ",
-             conv.stats.steady_tokens_per_s(), rep.ring, rep.stats.steady_tokens_per_s());
+  fmt::print("compare: conventional {}, ReplaySSM (L {}) {}; ", steady_rate(conv.stats),
+             rep.ring, steady_rate(rep.stats));
   if (diverged == 0 && ties == 0)
-    fmt::print("conventional and ReplaySSM decoding agree on all {} generated tokens\n",
-               conv.stats.generated_tokens);
+    fmt::print("conventional and ReplaySSM decoding agree on all {} generated token{}\n",
+               conv.stats.generated_tokens, conv.stats.generated_tokens == 1 ? "" : "s");
   else if (diverged == 0)
     fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
                "rounding\n", ties);
