@@ -92,6 +92,9 @@ struct Run {
   int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
 
+/// The plural ending of a count's noun: "" for 1, "s" otherwise.
+const char* plural_s(int64_t n) { return n == 1 ? "" : "s"; }
+
 /// The report's rate: tokens per second after the first step, or what stands in for it where a run
 /// had no step after its first (-n 1: the first step's rate would mix in loading and warm-up).
 std::string steady_rate(const engine::ServeStats& s) {
@@ -231,11 +234,11 @@ int generate(const GenerateOptions& o) {
     }
   }
   const auto& s = main_run.stats;
-  auto s_if = [](int64_t n) { return n == 1 ? "" : "s"; };  // plural ending
   fmt::print("{}: {} request{}, {} prompt + {} generated token{} in {} step{}, {:.2f} s: {} "
              "(device {}, ssm {}{}, batch {}{})\n",
-             opt.model, reqs.size(), s_if(static_cast<int64_t>(reqs.size())), s.prompt_tokens,
-             s.generated_tokens, s_if(s.generated_tokens), s.steps, s_if(s.steps), s.seconds,
+             opt.model, reqs.size(), plural_s(static_cast<int64_t>(reqs.size())), s.prompt_tokens,
+             s.generated_tokens, plural_s(s.generated_tokens), s.steps, plural_s(s.steps),
+             s.seconds,
              steady_rate(s), opt.device,
              opt.speculate > 0 ? opt.spec_mode : opt.ssm,
              // The ring length only where the SSM layers replay (conventional and snapshot steps
@@ -264,7 +267,7 @@ int generate(const GenerateOptions& o) {
       fmt::print("speculative: T {}, drafter {}, {} mode: mean accepted {:.2f} tokens per step "
                  "(1..{}), {} of {} draft{} kept ({:.0f}%), drafting {:.2f} s\n",
                  opt.speculate, opt.drafter, opt.spec_mode, sp.mean_accepted(), opt.speculate,
-                 sp.accepted_drafts, sp.drafted, sp.drafted == 1 ? "" : "s",
+                 sp.accepted_drafts, sp.drafted, plural_s(sp.drafted),
                  100 * sp.draft_acceptance(), sp.draft_seconds);
     if (opt.speculate == 1)
       fmt::print("note: --speculate 1 drafts nothing: each verify step feeds the last accepted "
@@ -331,13 +334,13 @@ int generate(const GenerateOptions& o) {
              rep.ring, steady_rate(rep.stats));
   if (diverged == 0 && ties == 0)
     fmt::print("conventional and ReplaySSM decoding agree on all {} generated token{}\n",
-               conv.stats.generated_tokens, conv.stats.generated_tokens == 1 ? "" : "s");
+               conv.stats.generated_tokens, plural_s(conv.stats.generated_tokens));
   else if (diverged == 0)
     fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
                "rounding\n", ties);
   else
     fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(),
-               reqs.size() == 1 ? "" : "s");
+               plural_s(static_cast<int64_t>(reqs.size())));
   if (!exact && diverged > 0) {
     fmt::print("compare: the two runs round the state differently ({} against {}): the divergence "
                "measures that rounding, not ReplaySSM (compare with --state fp32)\n",
