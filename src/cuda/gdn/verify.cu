@@ -27,6 +27,11 @@ constexpr int64_t kMaxBatch = 65535;
 template <class TIn, int K, bool KDA>
 void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const char* op) {
   auto go = [&](auto kernel) {
+#ifdef RSSM_BLOCK_TIMELINE
+    static const char* const labels[] = {"issue", "wait",     "prefix", "coef", "solve",
+                                         "phase3", "epilogue", "-",      "-"};
+    timeline::report_at_exit("gdn::verify_kernel (class 1: flush rows)", labels);
+#endif
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
                      kVerifyThreads, smem, s, p, op);
   };

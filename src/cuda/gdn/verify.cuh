@@ -31,6 +31,7 @@
 // memory: VerifySmem. fp32 state.
 #pragma once
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/block_timeline.cuh"
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/mma_tf32.cuh"
 #include "cuda/common/ring_window.cuh"
@@ -108,6 +109,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   float* const sFd = smem + sm.fd;
 
   const int vh = blockIdx.x, b = blockIdx.y, kh = vh / p.group;
+  RSSM_TL_DECL;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int Ty = p.Ty;
   TIn* const y = static_cast<TIn*>(p.y);
@@ -264,8 +266,10 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     }
     if (lane == 0) sBeta[s] = beta_of(to_f32(braw), p.beta_bf16);
   }
+  RSSM_TL_MARK(1);
   cp_async_wait<0>();
   __syncthreads();
+  RSSM_TL_MARK(2);
 
   // ---- phase 2: gate prefix sums over the window (one thread per channel).
   for (int c = tid; c < GW; c += blockDim.x) {
@@ -273,6 +277,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     for (int l = 0; l < m; ++l) sG[l * GW + c] = acc = __fadd_rn(acc, sG[l * GW + c]);
   }
   __syncthreads();
+  RSSM_TL_MARK(3);
   auto G = [&](int l, int c) { return sG[l * GW + (KDA ? c : 0)]; };
   auto decay = [&](float e) { return expf(fminf(e, 0.0f)); };  // e^{G_t - G_l}, never above 1
   // Token vectors vk, vq (zero past T_b and in the padding columns) and the flush decay. Column n
@@ -337,6 +342,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     }
   }
   __syncthreads();
+  RSSM_TL_MARK(4);
   // The window's solve, shared by every state row (A and W are per block): with
   // A[s][s'] = beta_s ck[h+s'][s] (s' < s) and W[s][s'] = cq[h+s'][s] (s' <= s),
   // U = (I + A)^-1 R and y = hq + W U = hq + (W (I + A)^-1) R, R_s = beta_s (v_s - hk_s).
@@ -370,6 +376,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
       sK[i] = __fmul_rn(sK[i], decay(__fsub_rn(G(hist - 1, c), G(j, c))));
     }
   __syncthreads();
+  RSSM_TL_MARK(5);
 
   // ---- phase 3: every row's [hk | hq] on the tensor cores (mma m16n8k8, fp32 as tf32 hi + lo
   // pairs: common/mma_tf32.cuh), a warp per 16-row m-tile; on flush rows the fold likewise. Then
@@ -488,6 +495,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
     }
   }
   __syncthreads();
+  RSSM_TL_MARK(6);
   // Per row: R_s3 = beta (v - hk) for every token once, then per token U_s = sum Minv[s][s3] R_s3
   // (the token's record u) and y_s = hq_s + sum WM[s][s3] R_s3. Item i = (token group g, row r):
   // the block's threads split the tokens into tg groups where V leaves threads over (2 at V 128).
@@ -514,6 +522,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
       y[y_at(s, r)] = from_f32<TIn>(out);
     }
   }
+  RSSM_TL_FINISH(7, flush && hist > 0);
 }
 
 }  // namespace replayssm::cuda::gdn
