@@ -315,19 +315,35 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   {
     constexpr int SH32 = KT == 32 ? 0 : KT == 16 ? 1 : KT == 8 ? 2 : KT == 4 ? 3 : KT == 2 ? 4 : 5;
     static_assert((32 >> SH32) == KT, "KT must divide a warp");
+    // The tokens' k^_t, q^_s at the lane's columns, in registers for every record (KDA's G_t
+    // too stayed in shared memory: in registers they spilled 24 / 60 bytes at KT 4 / 8, ptxas).
+    float tk[KT][PL], tq[KT][PL];
+    int tt[KT];
+#pragma unroll
+    for (int s = 0; s < KT; ++s) {
+      const int t = tt[s] = min(hist + s, m - 1);  // tokens past T_b: any record, zeroed below
+#pragma unroll
+      for (int e = 0; e < PL; ++e) {
+        const int c = lane + 32 * e;
+        tk[s][e] = sK[t * K + c];
+        tq[s][e] = sQ[s * K + c];
+      }
+    }
     for (int l = warp; l < m; l += nwarps) {
       float pk[KT], pq[KT];
 #pragma unroll
       for (int s = 0; s < KT; ++s) pk[s] = 0.0f, pq[s] = 0.0f;
-      for (int c = lane; c < K; c += 32) {
+#pragma unroll
+      for (int e = 0; e < PL; ++e) {
+        const int c = lane + 32 * e;
         const float kl = sK[l * K + c];
+        const float gl = KDA ? G(l, c) : 0.0f;
 #pragma unroll
         for (int s = 0; s < KT; ++s) {
-          const int t = min(hist + s, m - 1);  // tokens past T_b: any record, zeroed below
           // KDA: the decay is inside the dot; GDN: one decay per pair, applied after the sums.
-          const float w = KDA ? __fmul_rn(kl, decay(__fsub_rn(G(t, c), G(l, c)))) : kl;
-          pk[s] = __fmaf_rn(w, sK[t * K + c], pk[s]);
-          pq[s] = __fmaf_rn(w, sQ[s * K + c], pq[s]);
+          const float w = KDA ? __fmul_rn(kl, decay(__fsub_rn(G(tt[s], c), gl))) : kl;
+          pk[s] = __fmaf_rn(w, tk[s][e], pk[s]);
+          pq[s] = __fmaf_rn(w, tq[s][e], pq[s]);
         }
       }
       const float dk = transposed_sum<KT, 32>(pk, lane), dq = transposed_sum<KT, 32>(pq, lane);
@@ -346,28 +362,35 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   // The window's solve, shared by every state row (A and W are per block): with
   // A[s][s'] = beta_s ck[h+s'][s] (s' < s) and W[s][s'] = cq[h+s'][s] (s' <= s),
   // U = (I + A)^-1 R and y = hq + W U = hq + (W (I + A)^-1) R, R_s = beta_s (v_s - hk_s).
-  // Thread s2 forms column s2 of the inverse by forward substitution; rows past T_b are identity.
+  // Thread s2 forms column s2 of the inverse by forward substitution in registers, then column s2
+  // of W (I + A)^-1 from them (no barrier between: the column is the thread's own); rows past T_b
+  // are identity (inverse) and zero (W).
   float* const sMinv = smem + sm.solve;  // [KT][KT] (I + A)^-1, unit lower triangular
   float* const sWM = sMinv + KT * KT;    // [KT][KT] W (I + A)^-1, lower triangular
   if (tid < KT) {
     const int s2 = tid;
+    float x[KT];
+#pragma unroll
     for (int s = 0; s < KT; ++s) {
       float v = s == s2 ? 1.0f : 0.0f;
-      if (s > s2 && s < Tb)
-        for (int k2 = s2; k2 < s; ++k2)
-          v = __fsub_rn(v, __fmul_rn(__fmul_rn(sBeta[s], sCoef[(hist + k2) * NV + s]),
-                                     sMinv[k2 * KT + s2]));
+      if (s > s2 && s < Tb) {
+        const float bs = sBeta[s];
+#pragma unroll
+        for (int k2 = 0; k2 < s; ++k2)
+          if (k2 >= s2) v = __fsub_rn(v, __fmul_rn(__fmul_rn(bs, sCoef[(hist + k2) * NV + s]), x[k2]));
+      }
+      x[s] = v;
       sMinv[s * KT + s2] = v;
     }
-  }
-  __syncthreads();
-  if (tid < KT * KT) {
-    const int s = tid / KT, s3 = tid % KT;
-    float v = 0.0f;
-    if (s < Tb)
-      for (int s2 = s3; s2 <= s; ++s2)
-        v = __fmaf_rn(sCoef[(hist + s2) * NV + KT + s], sMinv[s2 * KT + s3], v);
-    sWM[s * KT + s3] = v;
+#pragma unroll
+    for (int s = 0; s < KT; ++s) {
+      float v = 0.0f;
+      if (s < Tb)
+#pragma unroll
+        for (int k2 = 0; k2 <= s; ++k2)
+          if (k2 >= s2) v = __fmaf_rn(sCoef[(hist + k2) * NV + KT + s], x[k2], v);
+      sWM[s * KT + s2] = v;
+    }
   }
   // Fold vectors of the history (flush rows): k^_j <- e^{G_{h-1} - G_j} . k^_j, in place.
   if (flush && hist > 0)
