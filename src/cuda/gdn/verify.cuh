@@ -46,6 +46,11 @@ constexpr int kVerifyThreads = 256;
 /// group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on the H200
 /// (bench/NOTES.md "Session 25"), and 4 or 8 ahead (2 blocks per SM) 13-24% slower ("Session 26").
 constexpr int kVerifyPrefetch = 2;
+/// Further groups of the m-tile in flight through shared memory (cp.async), beside the
+/// registers': a ring of kVerifyPrefetch + kVerifyStaged groups per warp. The block's stream was
+/// 3-4 dependent round trips of 16 KB (bench/NOTES.md "Session 27"); registers for more groups
+/// cost a block per SM.
+constexpr int kVerifyStaged = 2;
 
 /// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
 /// (its shared memory allows no more at L 32).
@@ -59,11 +64,14 @@ __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 *
 /// prefix sums [R][GW], the token vectors vk, vq as tf32 pairs in mma B-fragment order
 /// [NW8 / 8][K / 8][32 lanes][4] (b0.hi, b1.hi, b0.lo, b1.lo), history u [R][us] by (record,
 /// row), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
-/// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, and every row's [hk | hq] [V][NW8 + 1] (the
-/// odd stride: the epilogue's threads read consecutive rows at one column).
+/// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, every row's [hk | hq] [V][NW8 + 1] (the
+/// odd stride: the epilogue's threads read consecutive rows at one column), and the checkpoint
+/// groups staged by cp.async [warp][kVerifyStaged][2 row halves][32 lanes][4] (a lane reads only
+/// what it copied).
 struct VerifySmem {
   int us = 0;
   int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, h = 0;
+  int stage = 0;
   int total = 0;
   __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
@@ -81,7 +89,8 @@ struct VerifySmem {
     fd = beta + up4(KT);
     solve = fd + K;
     h = solve + up4(2 * KT * KT);
-    total = h + V * (verify_nw8(KT) + 1);
+    stage = h + up4(V * (verify_nw8(KT) + 1));
+    total = stage + kVerifyThreads / 32 * kVerifyStaged * 2 * 32 * 4;
   }
 };
 
@@ -91,8 +100,9 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   constexpr int NV = 2 * KT;  // dots per state row: hk and hq of every token
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
-  constexpr int KG = K / 16, PD = kVerifyPrefetch;  // column groups of a row; loaded ahead
-  static_assert(KG % PD == 0, "the prefetch depth divides the column groups");
+  // Column groups of a row; in flight in registers (PD) and in shared memory (SD).
+  constexpr int KG = K / 16, PD = kVerifyPrefetch, SD = kVerifyStaged, RD = PD + SD;
+  static_assert(KG % RD == 0, "the groups in flight divide the column groups");
   constexpr int GW = KDA ? K : 1;
 
   extern __shared__ __align__(16) float smem[];
@@ -187,10 +197,29 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   };
+  // Staged groups: slot j of a warp holds its lane's two float4 of one group.
+  float* const sStage = smem + sm.stage + warp * SD * 2 * 128 + lane * 4;
+  auto stage_group = [&](int mt, int kg, int j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = mt * 16 + mg + 8 * h;
+      float* const dst = sStage + (j * 2 + h) * 128;
+      if (r < V)
+        cp_async16(dst, S0 + static_cast<int64_t>(r) * K + 16 * kg + 4 * mc);
+      else
+        *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  };
   float4 ahead[PD][2];  // groups kg0 .. kg0 + PD - 1 of the m-tile in hand
-  if (warp < mts)
+  if (warp < mts) {
 #pragma unroll
     for (int pf = 0; pf < PD; ++pf) load_group(warp, pf, ahead[pf]);
+#pragma unroll
+    for (int j = 0; j < SD; ++j) {  // one copy group per slot (phase 3 waits for them in turn)
+      stage_group(warp, PD + j, j);
+      cp_async_commit();
+    }
+  }
 
   const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
   const int hist = win.hist;
@@ -201,30 +230,19 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   float* const ringg = p.ring_g + sv * R * GW;
   float* const ringu = p.ring_u + sv * R * V;
 
-  // History records: k^ [l][K], u [l][us], KDA's gates [l][K] in 16-byte copies, GDN's gate words.
-  {
-    const int nk = hist * (K / 4), ng = KDA ? hist * (K / 4) : hist, nu = hist * (V / 4);
-    const int total = nk + ng + nu;
-    for (int i = tid; i < total; i += blockDim.x) {
-      int j = i;
-      if (j < nk) {
-        const int l = j / (K / 4), c4 = (j % (K / 4)) * 4;
-        cp_async16(sK + l * K + c4, ringk + static_cast<int64_t>(phys(l)) * K + c4);
-      } else if ((j -= nk) < ng) {
-        if constexpr (KDA) {
-          const int l = j / (K / 4), c4 = (j % (K / 4)) * 4;
-          cp_async16(sG + l * K + c4, ringg + static_cast<int64_t>(phys(l)) * K + c4);
-        } else {
-          cp_async_small<4>(sG + j, ringg + phys(j));
-        }
-      } else {
-        j -= ng;
-        const int l = j / (V / 4), r4 = (j % (V / 4)) * 4;
-        cp_async16(sU + l * sm.us + r4, ringu + static_cast<int64_t>(phys(l)) * V + r4);
-      }
+  // History records, a warp per record: k^ [l][K], u [l][us], KDA's gates [l][K] in 16-byte
+  // copies, GDN's gate word (no run-time division: a flat item index cost one per item).
+  for (int l = warp; l < hist; l += nwarps) {
+    const int64_t q = phys(l);
+#pragma unroll
+    for (int c4 = 4 * lane; c4 < K; c4 += 128) {
+      cp_async16(sK + l * K + c4, ringk + q * K + c4);
+      if constexpr (KDA) cp_async16(sG + l * K + c4, ringg + q * K + c4);
     }
-    cp_async_commit();
+    if (!KDA && lane == 0) cp_async_small<4>(sG + l, ringg + q);
+    for (int r4 = 4 * lane; r4 < V; r4 += 128) cp_async16(sU + l * sm.us + r4, ringu + q * V + r4);
   }
+  cp_async_commit();
   // The rest of v (V x Ty / 4 > 256 items), then the register item.
   for (int i = tid + blockDim.x; i < nvi; i += blockDim.x)
     v_put(i, *reinterpret_cast<const VRaw*>(v_src(i)));
@@ -271,10 +289,18 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   __syncthreads();
   RSSM_TL_MARK(2);
 
-  // ---- phase 2: gate prefix sums over the window (one thread per channel).
+  // ---- phase 2: gate prefix sums over the window (one thread per channel; eight loads in
+  // flight at a time, the sums in record order).
   for (int c = tid; c < GW; c += blockDim.x) {
     float acc = 0.0f;
-    for (int l = 0; l < m; ++l) sG[l * GW + c] = acc = __fadd_rn(acc, sG[l * GW + c]);
+    for (int l0 = 0; l0 < m; l0 += 8) {
+      float g8[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) g8[i] = l0 + i < m ? sG[(l0 + i) * GW + c] : 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (l0 + i < m) sG[(l0 + i) * GW + c] = acc = __fadd_rn(acc, g8[i]);
+    }
   }
   __syncthreads();
   RSSM_TL_MARK(3);
@@ -434,15 +460,25 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
 #pragma unroll
         for (int j = 0; j < 4; ++j) dh[nt][j] = dl[nt][j] = 0.0f;
 #pragma unroll 1
-      for (int kg0 = 0; kg0 < KG; kg0 += PD) {
+      for (int kg0 = 0; kg0 < KG; kg0 += RD) {
 #pragma unroll
-        for (int pf = 0; pf < PD; ++pf) {
+        for (int pf = 0; pf < RD; ++pf) {
           const int kg = kg0 + pf;
-          const float4 a[2] = {ahead[pf][0], ahead[pf][1]};  // rows r0, r0 + 8 of group kg
-          if (kg + PD < KG)  // its slot takes the group PD on
-            load_group(mt, kg + PD, ahead[pf]);
-          else if (mt + nwarps < mts)
-            load_group(mt + nwarps, kg + PD - KG, ahead[pf]);
+          // Its slot takes the group RD on: of this m-tile, else of the warp's next one.
+          const bool here = kg + RD < KG;
+          const int nmt = here ? mt : mt + nwarps, nkg = here ? kg + RD : kg + RD - KG;
+          float4 a[2];  // rows r0, r0 + 8 of group kg
+          if (pf < PD) {
+            a[0] = ahead[pf][0], a[1] = ahead[pf][1];
+            if (nmt < mts) load_group(nmt, nkg, ahead[pf]);
+          } else {  // the slot's copy group is the older of the SD pending
+            cp_async_wait<SD - 1>();
+            const int j = pf - PD;
+            a[0] = *reinterpret_cast<const float4*>(sStage + (j * 2) * 128);
+            a[1] = *reinterpret_cast<const float4*>(sStage + (j * 2 + 1) * 128);
+            if (nmt < mts) stage_group(nmt, nkg, j);
+            cp_async_commit();  // (empty at the end: the count of pending groups stays SD)
+          }
           // element (h, e, t): row r0 + 8 h, column 16 kg + 4 mc + 2 e + t
           auto el = [&](int h, int e, int t) {
             const float4& v = a[h];
