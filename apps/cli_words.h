@@ -3,11 +3,15 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <string>
 
 namespace replayssm::cli {
+
+/// The plural ending of a count's noun: "" for 1, "s" otherwise.
+inline const char* plural_s(int64_t n) { return n == 1 ? "" : "s"; }
 
 /// CLI11 reports a word that names no subcommand only as "A subcommand is required": the first
 /// words that are not options must name a subcommand at each level. `tool` names the program in

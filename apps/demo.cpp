@@ -12,6 +12,7 @@
 
 #include "bench_common.h"
 #include "cli_checks.h"
+#include "cli_words.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "demo_stacks.h"
@@ -87,9 +88,10 @@ int run_demo(const DemoOptions& o) {
                      fmt::format("{:.1f}", need / gib), " GiB, this machine has ",
                      fmt::format("{:.1f}", have / gib),
                      " GiB available: use a smaller --batch or --layers");
-  fmt::print("replayssm demo: backend cpu{}, batch {}, {} layers per stack, {} steps, L = {}, seed {}\n",
-             have_gpu ? " (a CUDA device is present; the CUDA demo path is not built yet)" : "",
-             o.batch, o.layers, o.steps, o.L, o.seed);
+  fmt::print(
+      "replayssm demo: backend cpu{}, batch {}, {} layer{} per stack, {} step{}, L = {}, seed {}\n",
+      have_gpu ? " (a CUDA device is present; the CUDA demo path is not built yet)" : "", o.batch,
+      o.layers, cli::plural_s(o.layers), o.steps, cli::plural_s(o.steps), o.L, o.seed);
   Mamba2Stack m(o);
   const Report rm = run_stack(m, o, "mamba2");
   print_report("mamba2", m.describe(), o, rm);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "cli_words.h"
 #include "cuda/device.h"
 #include "replayssm/precision.h"
 #include "run_info.h"
@@ -80,9 +81,10 @@ std::string state_label(const std::string& mode) { return mode == "fp32" ? "fp32
 
 void print_eval_table(const EvalRunInfo& info, const EvalResult& r) {
   const double per_s = double(r.positions) / std::max(r.seconds, 1e-9);
-  fmt::print("{}: {} tokens of {} in {} window{} of {} ({} positions each); reference {} {}\n",
-             model_name(info.model), r.tokens_used, info.text, r.windows,
-             r.windows == 1 ? "" : "s", r.window_tokens, r.window_tokens - 1,
+  fmt::print("{}: {} token{} of {} in {} window{} of {} ({} position{} each); reference {} {}\n",
+             model_name(info.model), r.tokens_used, cli::plural_s(r.tokens_used), info.text,
+             r.windows, cli::plural_s(r.windows), r.window_tokens, r.window_tokens - 1,
+             cli::plural_s(r.window_tokens - 1),
              variant(r.reference.options), r.reference.label);
   fmt::print("{:.2f} s: {:.0f} positions/s ({:.0f} decode tokens/s over {} models, device {})\n\n",
              r.seconds, per_s, per_s * double(1 + r.candidates.size()), 1 + r.candidates.size(),

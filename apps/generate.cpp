@@ -13,6 +13,7 @@
 
 #include "bench_common.h"
 #include "cli_checks.h"
+#include "cli_words.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
@@ -80,7 +81,8 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
   for (size_t i = 0; i < reqs.size(); ++i)  // the engine checks it too, without the flag's name
     check<ConfigError>(
         static_cast<int64_t>(reqs[i].prompt.size()) + o.max_new_tokens <= o.max_context,
-        "request ", i, ": prompt (", reqs[i].prompt.size(), " tokens) + -n (", o.max_new_tokens,
+        "request ", i, ": prompt (", reqs[i].prompt.size(), " token",
+        cli::plural_s(static_cast<int64_t>(reqs[i].prompt.size())), ") + -n (", o.max_new_tokens,
         ") exceeds --max-context ", o.max_context, " (raise it, up to ", 1 << 20, ")");
   return reqs;
 }
@@ -91,9 +93,6 @@ struct Run {
   engine::SpecStats spec;
   int ring = 0;  ///< the ring length the model ran with (after the dispatcher's choice)
 };
-
-/// The plural ending of a count's noun: "" for 1, "s" otherwise.
-const char* plural_s(int64_t n) { return n == 1 ? "" : "s"; }
 
 /// The report's rate: tokens per second after the first step, or what stands in for it where a run
 /// had no step after its first (-n 1: the first step's rate would mix in loading and warm-up).
