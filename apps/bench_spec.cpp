@@ -274,7 +274,7 @@ int run_spec(const SpecArgs& args) {
                  rate(re), ratio(re, sn), ratio(re, st),
                  fmt::format("{} / {}", accepted(sn), accepted(re)));
     }
-    fmt::print("sequences in {:.0f} GiB of per-sequence memory at context {}: standard {}, "
+    fmt::print("sequences in {:.3g} GiB of per-sequence memory at context {}: standard {}, "
                "snapshot {}, replay {}\n",
                a.budget_gib, context, find("standard", T, a.batches[0])->max_batch,
                find("snapshot", T, a.batches[0])->max_batch,

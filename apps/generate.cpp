@@ -402,7 +402,8 @@ void add_generate(CLI::App& app, Action& action) {
   auto* spec = sub->add_option("-T,--speculate", o->speculate,
                   "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
                   "drafts; -T as in bench spec)")
-      ->check(in_range(1, 8));
+      ->check(in_range(1, 8))
+      ->default_str("off");
   sub->add_option("--drafter", o->drafter,
                   "with --speculate: ngram (prompt lookup) or model:DIR (a draft model with the "
                   "same vocabulary, greedy)")
