@@ -46,11 +46,11 @@ constexpr int kVerifyThreads = 256;
 /// group ahead (64 registers, 4 blocks per SM) was 4-39% slower at batch 256 on the H200
 /// (bench/NOTES.md "Session 25"), and 4 or 8 ahead (2 blocks per SM) 13-24% slower ("Session 26").
 constexpr int kVerifyPrefetch = 2;
-/// Further groups of the m-tile in flight through shared memory (cp.async), beside the
-/// registers': a ring of kVerifyPrefetch + kVerifyStaged groups per warp. The block's stream was
-/// 3-4 dependent round trips of 16 KB (bench/NOTES.md "Session 27"); registers for more groups
-/// cost a block per SM.
-constexpr int kVerifyStaged = 2;
+/// Further groups of the m-tile in flight through shared memory (cp.async) at KT = 8, beside the
+/// registers': a ring of kVerifyPrefetch + verify_staged(KT) groups per warp (registers for more
+/// groups cost a block per SM). On the H200 at batch 64-512 this was 3-6% faster at KT = 8, and
+/// 2-5% slower at KT <= 4 for KDA (bench/NOTES.md "Session 27").
+__host__ __device__ constexpr int verify_staged(int KT) { return KT >= 8 ? 2 : 0; }
 
 /// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
 /// (its shared memory allows no more at L 32).
@@ -66,8 +66,8 @@ __host__ __device__ constexpr int verify_nw8(int KT) { return (2 * KT + 7) / 8 *
 /// row), the tokens' v [KT][V], coefficients [R][2 KT], betas [KT], the flush decay [K], the
 /// solve's (I + A)^-1 and W (I + A)^-1 [KT][KT] each, every row's [hk | hq] [V][NW8 + 1] (the
 /// odd stride: the epilogue's threads read consecutive rows at one column), and the checkpoint
-/// groups staged by cp.async [warp][kVerifyStaged][2 row halves][32 lanes][4] (a lane reads only
-/// what it copied).
+/// groups staged by cp.async [warp][verify_staged(KT)][2 row halves][32 lanes][4] (a lane reads
+/// only what it copied).
 struct VerifySmem {
   int us = 0;
   int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, h = 0;
@@ -90,7 +90,7 @@ struct VerifySmem {
     solve = fd + K;
     h = solve + up4(2 * KT * KT);
     stage = h + up4(V * (verify_nw8(KT) + 1));
-    total = stage + kVerifyThreads / 32 * kVerifyStaged * 2 * 32 * 4;
+    total = stage + kVerifyThreads / 32 * verify_staged(KT) * 2 * 32 * 4;
   }
 };
 
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   constexpr int NW8 = verify_nw8(KT), NT = NW8 / 8;  // their columns in n8 tiles
   static_assert(K % 32 == 0, "head_k_dim a multiple of 32 (16-column groups)");
   // Column groups of a row; in flight in registers (PD) and in shared memory (SD).
-  constexpr int KG = K / 16, PD = kVerifyPrefetch, SD = kVerifyStaged, RD = PD + SD;
+  constexpr int KG = K / 16, PD = kVerifyPrefetch, SD = verify_staged(KT), RD = PD + SD;
   static_assert(KG % RD == 0, "the groups in flight divide the column groups");
   constexpr int GW = KDA ? K : 1;
 
@@ -188,24 +188,23 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   // each 16-column group kg (phase 3 says why).
   const int mg = lane >> 2, mc = lane & 3;
   const int mts = (V + 15) / 16;
+  const float* const S0l = S0 + mg * K + 4 * mc;  // the lane's first element (V K < 2^31)
   auto load_group = [&](int mt, int kg, float4 (&a)[2]) {
+    const float* const at = S0l + (mt * 16 * K + 16 * kg);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = mt * 16 + mg + 8 * h;
-      a[h] = r < V ? __ldcs(reinterpret_cast<const float4*>(S0 + static_cast<int64_t>(r) * K + 16 * kg +
-                                                          4 * mc))
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+    for (int h = 0; h < 2; ++h)
+      a[h] = mt * 16 + mg + 8 * h < V ? __ldcs(reinterpret_cast<const float4*>(at + 8 * h * K))
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   };
   // Staged groups: slot j of a warp holds its lane's two float4 of one group.
   float* const sStage = smem + sm.stage + warp * SD * 2 * 128 + lane * 4;
   auto stage_group = [&](int mt, int kg, int j) {
+    const float* const at = S0l + (mt * 16 * K + 16 * kg);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = mt * 16 + mg + 8 * h;
       float* const dst = sStage + (j * 2 + h) * 128;
-      if (r < V)
-        cp_async16(dst, S0 + static_cast<int64_t>(r) * K + 16 * kg + 4 * mc);
+      if (mt * 16 + mg + 8 * h < V)
+        cp_async16(dst, at + 8 * h * K);
       else
         *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
@@ -459,7 +458,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int j = 0; j < 4; ++j) dh[nt][j] = dl[nt][j] = 0.0f;
-#pragma unroll 1
+#pragma unroll
       for (int kg0 = 0; kg0 < KG; kg0 += RD) {
 #pragma unroll
         for (int pf = 0; pf < RD; ++pf) {
@@ -472,7 +471,7 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
             a[0] = ahead[pf][0], a[1] = ahead[pf][1];
             if (nmt < mts) load_group(nmt, nkg, ahead[pf]);
           } else {  // the slot's copy group is the older of the SD pending
-            cp_async_wait<SD - 1>();
+            cp_async_wait<(SD > 0 ? SD - 1 : 0)>();
             const int j = pf - PD;
             a[0] = *reinterpret_cast<const float4*>(sStage + (j * 2) * 128);
             a[1] = *reinterpret_cast<const float4*>(sStage + (j * 2 + 1) * 128);
