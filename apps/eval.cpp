@@ -4,6 +4,8 @@
 // position bucket (engine/include/replayssm/engine/eval.h), as a table and as JSON.
 #include <fmt/core.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -166,8 +168,15 @@ void add_eval(CLI::App& app, Action& action) {
       ->delimiter(',')
       ->check(CLI::Validator(
           [](std::string& s) {
-            const long long v = std::atoll(s.c_str());
-            return v >= 1 ? std::string() : "bucket edge " + s + " is not a position, expected >= 1";
+            // Whole-word integers only: atoll read "5abc" as 5 (then CLI11's own conversion
+            // failed) and clamped 99999999999999999999 to 2^63 - 1.
+            constexpr int64_t kMaxEdge = int64_t{1} << 40;
+            int64_t v = 0;
+            const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            if (ec != std::errc() || end != s.data() + s.size() || v < 1 || v > kMaxEdge)
+              return "bucket edge '" + s + "' is not a position, expected an integer in [1, " +
+                     std::to_string(kMaxEdge) + "]";
+            return std::string();
           },
           "positive"));
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
