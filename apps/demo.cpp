@@ -55,9 +55,11 @@ void print_report(const char* family, const std::string& shape, const DemoOption
                   const Report& r) {
   const double tokens = static_cast<double>(o.batch) * o.steps;
   fmt::print("{:<7} {}\n", family, shape);
-  fmt::print("        conventional {:8.1f} ms  ({:9.0f} tokens/s)\n", 1e3 * r.conv_s, tokens / r.conv_s);
-  fmt::print("        replay L={:<3} {:8.1f} ms  ({:9.0f} tokens/s), {} flushes\n", o.L,
-             1e3 * r.replay_s, tokens / r.replay_s, r.flushes);
+  const std::string replay = fmt::format("replay L={}", o.L);  // L up to 4 digits: one column
+  fmt::print("        {:<14}{:8.1f} ms  ({:9.0f} tokens/s)\n", "conventional", 1e3 * r.conv_s,
+             tokens / r.conv_s);
+  fmt::print("        {:<14}{:8.1f} ms  ({:9.0f} tokens/s), {} flush{}\n", replay, 1e3 * r.replay_s,
+             tokens / r.replay_s, r.flushes, r.flushes == 1 ? "" : "es");
   fmt::print("        max relative difference of the last layer's outputs: {:.2e} -> {}\n",
              r.max_rel_err, r.max_rel_err < kAgreeTol ? "outputs agree" : "OUTPUTS DIFFER");
 }
