@@ -1,4 +1,6 @@
-// A one-line progress bar on stderr, drawn only when stderr is a terminal (logs stay clean).
+// A one-line progress bar on stderr where stderr is a terminal (drawn from the start, at 0); in a
+// log, a plain "label: n/total, s" line at most every 30 s, so a long run is never silent for
+// minutes and a short one adds nothing.
 #pragma once
 #include <unistd.h>
 
@@ -12,20 +14,23 @@ class Progress {
  public:
   Progress(std::string label, long total)
       : label_(std::move(label)), total_(total), tty_(isatty(fileno(stderr)) != 0),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(std::chrono::steady_clock::now()), last_(start_) {
+    if (tty_) draw(start_);
+  }
   ~Progress() { done(); }
   void tick(long n = 1) {
     current_ += n;
-    if (!tty_) return;
     const auto now = std::chrono::steady_clock::now();
+    if (!tty_) {
+      if (now - last_ < std::chrono::seconds(30)) return;
+      last_ = now;
+      std::fprintf(stderr, "%s: %ld/%ld, %.0f s\n", label_.c_str(), current_, total_,
+                   std::chrono::duration<double>(now - start_).count());
+      return;
+    }
     if (current_ < total_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    const int width = 30;
-    const int fill = total_ > 0 ? static_cast<int>(width * current_ / total_) : width;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\r%s [%s%s] %ld/%ld %.1fs", label_.c_str(), std::string(fill, '#').c_str(),
-                 std::string(width - fill, ' ').c_str(), current_, total_, secs);
-    std::fflush(stderr);
+    draw(now);
   }
   void done() {
     if (tty_ && !finished_) std::fprintf(stderr, "\r\033[K");
@@ -33,6 +38,15 @@ class Progress {
   }
 
  private:
+  void draw(std::chrono::steady_clock::time_point now) {
+    const int width = 30;
+    const int fill = total_ > 0 ? static_cast<int>(width * current_ / total_) : width;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\r%s [%s%s] %ld/%ld %.1fs", label_.c_str(), std::string(fill, '#').c_str(),
+                 std::string(width - fill, ' ').c_str(), current_, total_, secs);
+    std::fflush(stderr);
+  }
+
   std::string label_;
   long total_, current_ = 0;
   bool tty_, finished_ = false;
