@@ -295,6 +295,22 @@ TEST(GdnCudaVerify, RandomWalkTwoMTilesPerWarp) {
   w.shape = Shape{"v192-k64", 2, 2, 64, 192}, w.gate = Gate::kChannel, w.in = kF32, w.L = 16,
   w.T = 8, w.steps = 60;
   run_walk(w, test_seed(610));
+  // KT = 8 stages two column groups per warp in shared memory; at V 192 the ring runs into the
+  // warps' second m-tiles.
+  w.shape = Shape{"v192-k128", 2, 4, 128, 192}, w.gate = Gate::kScalar, w.in = kBF16, w.L = 16,
+  w.T = 8, w.steps = 60;
+  run_walk(w, test_seed(611));
+}
+
+// KT = 8 without the shared-memory stage: at R = 64, V = K = 128 the stage (122,656 bytes per
+// block against 106,272) would cost the second block per SM, so the host leaves it out and the
+// kernel loads those column groups where they are used.
+TEST(GdnCudaVerify, RandomWalkKt8WithoutStage) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  WalkCase w;
+  w.shape = Shape{"k128-v128", 2, 4, 128, 128}, w.gate = Gate::kScalar, w.in = kBF16, w.L = 64,
+  w.T = 8, w.steps = 80;
+  run_walk(w, test_seed(612));
 }
 
 TEST(GdnCudaVerify, RealShapesQwenAndKimi) {

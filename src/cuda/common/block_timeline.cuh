@@ -1,11 +1,13 @@
 // Where a block's lifetime goes, phase by phase: a measurement build only (CMake option
 // RSSM_BLOCK_TIMELINE, which defines the macro for the kernels that use it; off by default, and
 // then every mark compiles to nothing). Thread 0 of each block reads clock64() at the kernel's
-// marks (each placed after a block-wide barrier, so a mark is the block's phase boundary) and at
-// its end adds the phase durations in SM cycles to per-process totals, split by a row class
-// (e.g. flush rows or not). At process exit the totals are printed to stderr as mean cycles per
-// block and phase. The atomics cost ~10 instructions per block; the numbers are a breakdown,
-// not a timing (the bench's medians stay the timing).
+// marks (where a mark follows a block-wide barrier it is the block's phase boundary; elsewhere,
+// e.g. the last, it is thread 0's own time) and at its end adds the phase durations in SM cycles
+// to per-process totals, split by a row class. At process exit the totals are printed to stderr
+// as mean cycles per block and phase, every instantiation and launch of the kernel in one set
+// (run one configuration per process); blocks that leave early (pad rows) are not counted. The
+// marks live in registers of every thread (a few more registers, spills in the largest
+// instantiations): the numbers are a breakdown, not a timing (the bench's medians stay that).
 #pragma once
 #include <cstdint>
 

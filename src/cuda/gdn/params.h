@@ -35,6 +35,7 @@ struct StepParams {
   int32_t Ty = 1;
   const int32_t* num_tokens = nullptr;  ///< [batch] 1..Ty, or none (every row feeds Ty)
   const int32_t* snap_dst = nullptr;    ///< snapshot baseline: [batch, Ty] slot of token s's state
+  bool staged = false;  ///< verify at KT = 8: checkpoint groups staged in shared memory (verify.cuh)
   // flags
   bool beta_bf16 = false;
   bool state_route = false;    ///< replay ordinary rows materialise the state (else output-only)

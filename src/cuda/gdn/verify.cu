@@ -3,6 +3,7 @@
 // and the device-resident rows are checked.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -30,7 +31,7 @@ void launch_K(const StepParams& p, int KT, size_t smem, cudaStream_t s, const ch
 #ifdef RSSM_BLOCK_TIMELINE
     static const char* const labels[] = {"issue", "wait",     "prefix", "coef", "solve",
                                          "phase3", "epilogue", "-",      "-"};
-    timeline::report_at_exit("gdn::verify_kernel (class 1: flush rows)", labels);
+    timeline::report_at_exit("gdn::verify_kernel (class 1: flush rows with history)", labels);
 #endif
     launch_with_smem(kernel, dim3(static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch)),
                      kVerifyThreads, smem, s, p, op);
@@ -114,8 +115,18 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
   p.is_flush = cursors.is_flush.ptr<int8_t>();
 
   const int KT = p.Ty <= 1 ? 1 : p.Ty <= 2 ? 2 : p.Ty <= 4 ? 4 : 8;
-  const VerifySmem sm(p.R, p.K, p.V, KT, kda ? p.K : 1);
-  const size_t smem = static_cast<size_t>(sm.total) * sizeof(float);
+  const int GW = kda ? p.K : 1;
+  // The stage where it fits and keeps the blocks per SM (registers bound them to
+  // verify_min_blocks(KT)); very wide heads or long rings at KT = 8 run without it.
+  const auto bytes = [&](bool staged) {
+    return static_cast<size_t>(VerifySmem(p.R, p.K, p.V, KT, GW, staged).total) * sizeof(float);
+  };
+  const auto blocks = [&](size_t b) {
+    return std::min<int64_t>(verify_min_blocks(KT), blocks_per_sm_by_smem(static_cast<int64_t>(b)));
+  };
+  p.staged = verify_staged(KT) > 0 && bytes(true) <= max_block_smem() &&
+             blocks(bytes(true)) >= blocks(bytes(false));
+  const size_t smem = bytes(p.staged);
   check<UnsupportedError>(smem <= max_block_smem(), op, ": head_v_dim ", d.head_v_dim, " needs ", smem,
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);

@@ -19,15 +19,16 @@
 // token s's k, q, gate and beta inputs; the tokens' v), which do not depend on the slot, before
 // the slot; then each warp's first checkpoint columns (kVerifyPrefetch 16-column groups of its
 // 16-row m-tile into registers and, at KT = 8, verify_staged(KT) more into shared memory by
-// cp.async; 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8), the cursor, and the
-// window's history by cp.async;
+// cp.async; 3 blocks per SM at T <= 4, bound by registers, 2 at T = 8 unless the shared memory
+// of long rings or wide heads allows fewer), the cursor, and the window's history by cp.async;
 // the tokens normalised (warp s) and appended to the ring; gate prefix sums; the per-token
-// vectors and record coefficients (one warp per (record, token) pair) and the window's solve as
-// two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by every row; then every row's
-// [hk | hq] (the 2 KT dots and the history sums) and, on flush rows, the fold on the tensor
-// cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as mamba2/verify_group.cuh), the
-// m-tile's column groups streaming through registers; into a per-row buffer; then per row R (every
-// token's), and per (row, token) U_s and y_s from the two matrices.
+// vectors and record coefficients (one warp per record, every token at once) and the window's
+// solve as two KT x KT matrices, (I + A)^-1 and W (I + A)^-1, shared by every row; then every
+// row's [hk | hq] (the 2 KT dots and the history sums) and, on flush rows, the fold on the
+// tensor cores, a warp per 16-row m-tile (mma m16n8k8 with tf32 pairs, as
+// mamba2/verify_group.cuh), the m-tile's column groups streaming through registers (and the
+// stage); into a per-row buffer; then per row R (every token's), and per (row, token) U_s and
+// y_s from the two matrices.
 // The token axis is padded to KT (1, 2, 4, 8). Grid: x = value head, y = batch row. Shared
 // memory: VerifySmem. fp32 state.
 #pragma once
@@ -50,7 +51,9 @@ constexpr int kVerifyPrefetch = 2;
 /// Further groups of the m-tile in flight through shared memory (cp.async) at KT = 8, beside the
 /// registers': a ring of kVerifyPrefetch + verify_staged(KT) groups per warp (registers for more
 /// groups cost a block per SM). On the H200 at batch 64-512 this was 3-6% faster at KT = 8, and
-/// 2-5% slower at KT <= 4 for KDA (bench/NOTES.md "Session 27").
+/// 2-5% slower at KT <= 4 for KDA (bench/NOTES.md "Session 27"). The host stages only where the
+/// 16 KB keep the blocks per SM and fit at all (StepParams::staged); else those groups are loaded
+/// where they are used.
 __host__ __device__ constexpr int verify_staged(int KT) { return KT >= 8 ? 2 : 0; }
 
 /// Blocks per SM the kernel's registers are bounded for: 3 at KT <= 4 (80 registers), 2 at KT = 8
@@ -74,7 +77,7 @@ struct VerifySmem {
   int k = 0, q = 0, g = 0, vec = 0, u = 0, v = 0, coef = 0, beta = 0, fd = 0, solve = 0, h = 0;
   int stage = 0;
   int total = 0;
-  __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW) {
+  __host__ __device__ VerifySmem(int R, int K, int V, int KT, int GW, bool staged) {
     auto up4 = [](int x) { return (x + 3) / 4 * 4; };
     // us = 8 mod 32: phase 3's u fragments (lane (mg, mc) reads record l0 + mc, row r0 + mg) hit
     // 32 banks; a multiple of 4: the rows are cp.async targets.
@@ -91,7 +94,7 @@ struct VerifySmem {
     solve = fd + K;
     h = solve + up4(2 * KT * KT);
     stage = h + up4(V * (verify_nw8(KT) + 1));
-    total = stage + kVerifyThreads / 32 * verify_staged(KT) * 2 * 32 * 4;
+    total = stage + (staged ? kVerifyThreads / 32 * verify_staged(KT) * 2 * 32 * 4 : 0);
   }
 };
 
@@ -108,7 +111,8 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
 
   extern __shared__ __align__(16) float smem[];
   const int R = p.R, V = p.V;
-  const VerifySmem sm(R, K, V, KT, GW);
+  const bool staged = SD > 0 && p.staged;
+  const VerifySmem sm(R, K, V, KT, GW, staged);
   float* const sK = smem + sm.k;
   float* const sQ = smem + sm.q;
   float* const sG = smem + sm.g;
@@ -214,11 +218,12 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
   if (warp < mts) {
 #pragma unroll
     for (int pf = 0; pf < PD; ++pf) load_group(warp, pf, ahead[pf]);
+    if (staged)
 #pragma unroll
-    for (int j = 0; j < SD; ++j) {  // one copy group per slot (phase 3 waits for them in turn)
-      stage_group(warp, PD + j, j);
-      cp_async_commit();
-    }
+      for (int j = 0; j < SD; ++j) {  // one copy group per slot (phase 3 waits for them in turn)
+        stage_group(warp, PD + j, j);
+        cp_async_commit();
+      }
   }
 
   const RingWindow win = RingWindow::of(p.origin[slot], p.hist[slot], R, Tb);
@@ -473,13 +478,15 @@ __global__ void __launch_bounds__(kVerifyThreads, verify_min_blocks(KT))
           if (pf < PD) {
             a[0] = ahead[pf][0], a[1] = ahead[pf][1];
             if (nmt < mts) load_group(nmt, nkg, ahead[pf]);
-          } else {  // the slot's copy group is the older of the SD pending
+          } else if (!staged) {  // (no room for the stage: loaded where it is used)
+            load_group(mt, kg, a);
+          } else {  // the slot's copy group is the older of the SD issued after it
             cp_async_wait<(SD > 0 ? SD - 1 : 0)>();
             const int j = pf - PD;
             a[0] = *reinterpret_cast<const float4*>(sStage + (j * 2) * 128);
             a[1] = *reinterpret_cast<const float4*>(sStage + (j * 2 + 1) * 128);
             if (nmt < mts) stage_group(nmt, nkg, j);
-            cp_async_commit();  // (empty at the end: the count of pending groups stays SD)
+            cp_async_commit();  // (empty at the end: each slot's wait counts SD - 1 commits after it)
           }
           // element (h, e, t): row r0 + 8 h, column 16 kg + 4 mc + 2 e + t
           auto el = [&](int h, int e, int t) {
