@@ -234,7 +234,8 @@ int run_spec(const SpecArgs& args) {
         p.fits = false;
       }
       p.seq_bytes = per_seq;
-      p.max_batch = static_cast<int64_t>(budget / static_cast<double>(per_seq));
+      // (capped: a double past 2^63 has no int64 value; --memory-budget is bounded too)
+      p.max_batch = static_cast<int64_t>(std::min(budget / static_cast<double>(per_seq), 0x1p62));
       points.push_back(p);
       bar.tick();
     }
@@ -397,6 +398,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_option("--memory-budget", a->budget_gib,
                   "GiB of per-sequence memory the capacity column is computed for")
       ->check(positive_number())
+      ->check(in_range(0.0, 1.0e9))
       ->capture_default_str();
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))

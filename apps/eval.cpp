@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_checks.h"
+#include "cli_words.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "eval_report.h"
@@ -56,6 +57,9 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 int run_eval(const EvalArgs& args) {
   EvalArgs a = args;
   if (a.device == "auto") a.device = cuda::device_count() > 0 ? "cuda" : "cpu";
+  for (size_t i = 1; i < a.buckets.size(); ++i)  // (the engine checks it too, without the flag)
+    check<ConfigError>(a.buckets[i] > a.buckets[i - 1], "--buckets: bucket edges must increase: ",
+                       a.buckets[i - 1], " then ", a.buckets[i]);
   const engine::ModelConfig cfg = engine::parse_config_of(engine::Checkpoint::open(a.model));
   check<ConfigError>(
       cfg.vocab_size == 256,
@@ -100,7 +104,8 @@ int run_eval(const EvalArgs& args) {
   eo.bucket_edges = a.buckets;
 
   const int64_t steps = a.windows >= 1 ? int64_t(tokens.size()) / a.windows - 1 : 0;
-  Progress bar(fmt::format("eval ({} windows)", a.windows), long(std::max<int64_t>(steps, 0)));
+  Progress bar(fmt::format("eval ({} window{})", a.windows, plural_s(a.windows)),
+               long(std::max<int64_t>(steps, 0)));
   const engine::EvalResult r = engine::evaluate(a.model, tokens, ref, cands, eo,
                                                 [&](int64_t, int64_t) { bar.tick(); });
   bar.done();

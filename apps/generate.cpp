@@ -401,7 +401,7 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_flag("--compare", o->compare, "also run the other SSM mode and report divergence");
   auto* spec = sub->add_option("-T,--speculate", o->speculate,
                   "speculative decoding: T tokens per verify step (1..8; last token + T-1 "
-                  "drafts; -T as in bench spec)")
+                  "drafts, so T = 1 drafts nothing)")
       ->check(in_range(1, 8))
       ->default_str("off");
   sub->add_option("--drafter", o->drafter,

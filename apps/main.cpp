@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
           {{"kernels", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify"},
            {"verify", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify"}}),
       replayssm::cli::empty_list_element(
-          argc, argv, {"--batch", "-L", "--ring", "--state", "-T", "--prompt-ids"})};
+          argc, argv, {"--batch", "-L", "--ring", "--state", "-T", "--prompt-ids", "--buckets"})};
   for (const std::string& err : errs)
     if (!err.empty()) {
       std::fprintf(stderr, "replayssm: error: %s (see --help)\n", err.c_str());

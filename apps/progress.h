@@ -1,6 +1,6 @@
 // A one-line progress bar on stderr where stderr is a terminal (drawn from the start, at 0); in a
-// log, a plain "label: n/total, s" line at most every 30 s, so a long run is never silent for
-// minutes and a short one adds nothing.
+// log, a plain "label: n/total, s" line at a tick at most every 30 s, so a short run adds nothing
+// (a log hears of a unit of work only when it ends: ticks are the caller's units).
 #pragma once
 #include <unistd.h>
 
