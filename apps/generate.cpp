@@ -335,11 +335,15 @@ int generate(const GenerateOptions& o) {
     fmt::print("conventional and ReplaySSM decoding agree on all {} generated token{}\n",
                conv.stats.generated_tokens, plural_s(conv.stats.generated_tokens));
   else if (diverged == 0)
-    fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split(s) within "
-               "rounding\n", ties);
+    fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split{} within "
+               "rounding\n", ties, plural_s(static_cast<int64_t>(ties)));
   else
     fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(),
                plural_s(static_cast<int64_t>(reqs.size())));
+  if (rep.ring == 1)
+    fmt::print("compare: ReplaySSM ran with L 1{}, whose steps are the conventional kernel's: "
+               "give -L 16 to compare the ring\n",
+               opt.ring == 0 ? " (the dispatcher's choice at this batch)" : "");
   if (!exact && diverged > 0) {
     fmt::print("compare: the two runs round the state differently ({} against {}): the divergence "
                "measures that rounding, not ReplaySSM (compare with --state fp32)\n",
