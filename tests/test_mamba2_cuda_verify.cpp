@@ -23,6 +23,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/common/snapshot_select.h"
@@ -304,9 +305,9 @@ struct PlanEnv {
 
 // The walks run both kernels: the group kernel (verify_group.cuh, the default from batch x padded
 // T = 64; its default plan, and three streaming warps, so that a warp's column units change from
-// one unit to the next) and the one-head kernel (verify.cuh, the default below), forced through
-// the plan override.
-constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=0"};
+// one unit to the next; with units requested into L2 ahead, the default from batch 256 at T <= 4)
+// and the one-head kernel (verify.cuh, the default below), forced through the plan override.
+constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=1,l2ahead=4", "group=0"};
 
 /// run_walk once per kernel (and plan) of kKernels.
 void walk_each_kernel(const Case& c, uint64_t seed) {
@@ -525,8 +526,13 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
                "SlotError", "cursors.h[2]");
     EXPECT_EQ(pool.snapshot()[0], before[0]);
     // a launch plan the group kernel cannot run (no streaming warp; hpb not dividing the group's
-    // heads): a ConfigError naming the value, before anything is written
-    for (const char* bad : {"group=1,threads=64", "group=1,hpb=3", "group=1,threads=100"}) {
+    // heads; an L2 distance it is not built for): a ConfigError naming the value, before anything
+    // is written
+    const std::pair<const char*, const char*> bads[] = {{"group=1,threads=64", "threads = 64"},
+                                                        {"group=1,hpb=3", "hpb = 3"},
+                                                        {"group=1,threads=100", "threads = 100"},
+                                                        {"group=1,l2ahead=3", "l2ahead = 3"}};
+    for (const auto& [bad, named] : bads) {
       const PlanEnv env(bad);
       dev.y.poison();
       const Vec y_before = dev.y.values();
@@ -534,7 +540,7 @@ TEST(Mamba2CudaVerify, CudaLimitsRaiseTypedErrors) {
       pool.h.set_values(h);
       mamba2::Cache c2 = pool.cache();
       expect_msg([&] { mamba2::verify(layer.layer, c2, pool.cursors(cfg), dev.tokens(), dev.rows(-1, true), dev.y.view()); },
-                 "ConfigError", bad[8] == 'h' ? "hpb = 3" : bad[16] == '6' ? "threads = 64" : "threads = 100");
+                 "ConfigError", named);
       EXPECT_EQ(pool.snapshot()[0], before[0]);
       const Vec y_after = dev.y.values();
       EXPECT_EQ(std::memcmp(y_after.data(), y_before.data(), y_after.size() * sizeof(double)), 0);

@@ -92,6 +92,7 @@ StepParams token_params(const Layer& layer, const TensorView& state, const Token
 struct VerifyPlan {
   bool group = true;
   int rows_per_block = 0, threads = 0, heads_per_block = 1;
+  int l2ahead = 0;  ///< group kernel: units requested into L2 this far ahead of their loads (0 or 4)
 };
 
 /// Whole rows up to `unit`-row items: ceil(P / split) rounded up to a multiple of unit.
@@ -102,6 +103,8 @@ int split_rows(int64_t P, int64_t split, int unit) {
 /// Rows x padded tokens (batch x KT) from which the group kernel is the default at KT >= 2; rows
 /// from which it is at KT = 1 (not measured below 128 rows since session 12).
 constexpr int64_t kVerifyGroupMinTokens = 64, kVerifyGroupMinBatchT1 = 128;
+/// Batch from which the group kernel requests units into L2 ahead (at KT <= 4).
+constexpr int64_t kVerifyL2AheadMinBatch = 256;
 
 /// Group kernel: whole heads (H200, session 24: Nano-4B batch 256 T = 4 / 8 7-15% faster than two
 /// blocks per head, which repeat the chain), heads_per_block the largest divisor of the group's
@@ -111,7 +114,7 @@ constexpr int64_t kVerifyGroupMinTokens = 64, kVerifyGroupMinBatchT1 = 128;
 /// tests may override: RSSM_MAMBA2_VERIFY_PLAN="group=0" / "group=1" (either kernel at any
 /// batch), "hpb=2", "split=2", "threads=160" (split: ceil(P / split) rows per block, rounded up to
 /// 16 rows for the group kernel and 8 for the one-head kernel, so P = 64 with split = 3 makes 2
-/// blocks).
+/// blocks), "l2ahead=0" / "l2ahead=4" (the group kernel's L2 requests ahead, verify_group.cuh).
 VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t batch, int R,
                        int KT, int ring_bytes, int in_bytes, const char* op) {
   VerifyPlan v;
@@ -121,13 +124,20 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
   // whole-group blocks are too few (up to 2.8x slower at batch 1), the one-head kernel stays.
   // T = 1 keeps the session-12 threshold (batch 128) until it is measured.
   v.group = KT >= 2 ? batch * KT >= kVerifyGroupMinTokens : batch >= kVerifyGroupMinBatchT1;
+  // L2 requests ahead at KT <= 4 from batch 256 (H200, session 28, Nano-4B and Super-120B: T = 2
+  // -3 to -7% at 256 / 512, T = 4 all-accept -4 to -5%, all-reject -2.3 to +3.3%; at 32-64 +2-7%,
+  // at T = 8 +1-11% everywhere; bench/results/s28-m2-verify-l2ahead.txt).
+  v.l2ahead = v.group && KT <= 4 && batch >= kVerifyL2AheadMinBatch ? kVerifyL2Ahead : 0;
   int split = 0, hpb = 0, threads = 0;
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
     if (key == "group") v.group = val != 0;
     if (key == "split" && val > 0) split = val;
     if (key == "threads") threads = val;
     if (key == "hpb") hpb = val;
+    if (key == "l2ahead") v.l2ahead = val;
   });
+  check<ConfigError>(v.l2ahead == 0 || v.l2ahead == kVerifyL2Ahead, op, ": verify plan l2ahead = ",
+                     v.l2ahead, ", expected 0 or ", kVerifyL2Ahead);
   if (v.group) {
     v.threads = threads ? threads : kVerifyGroupThreads;
     v.rows_per_block = std::min<int>(split_rows(P, split > 0 ? split : 1, 16), static_cast<int>(P));
@@ -158,16 +168,17 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
 }
 
 template <class TIn, class TRing>
-void launch_verify(const StepParams& p, int64_t N, int K, bool group, int threads, size_t smem,
-                   cudaStream_t s) {
+void launch_verify(const StepParams& p, int64_t N, int K, bool group, int l2ahead, int threads,
+                   size_t smem, cudaStream_t s) {
   const char* op = "mamba2.verify (cuda)";
   with_N_K(N, K, op, [&](auto n, auto k) {
     constexpr int kN = decltype(n)::value, kK = decltype(k)::value;
-    if (group)
-      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK>,
-                       dim3(static_cast<unsigned>(p.G * p.nchunks * p.nsplit),
-                            static_cast<unsigned>(p.batch)),
-                       threads, smem, s, p, op);
+    const dim3 grid(static_cast<unsigned>(p.G * p.nchunks * p.nsplit), static_cast<unsigned>(p.batch));
+    if (group && l2ahead == kVerifyL2Ahead)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, kVerifyL2Ahead>, grid, threads, smem,
+                       s, p, op);
+    else if (group)
+      launch_with_smem(verify_group_kernel<TIn, TRing, kN, kK, 0>, grid, threads, smem, s, p, op);
     else
       launch_with_smem(verify_kernel<TIn, TRing, kN, kK>,
                        dim3(static_cast<unsigned>(p.H * p.nsplit), static_cast<unsigned>(p.batch)),
@@ -254,11 +265,11 @@ void verify(const Layer& layer, Cache& cache, const RingCursors& cursors, const 
                           " bytes of shared memory per block, expected <= ", max_block_smem());
   const auto s = static_cast<cudaStream_t>(rows.stream);
   if (in.x.dtype == kF32)
-    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
+    launch_verify<float, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
   else if (ring == kBF16)
-    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.threads, smem, s);
+    launch_verify<bf16, bf16>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
   else
-    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.threads, smem, s);
+    launch_verify<bf16, float>(p, d.d_state, K, plan.group, plan.l2ahead, plan.threads, smem, s);
 }
 
 void snapshot_verify(const Layer& layer, const TensorView& states, const Tokens& in,

@@ -51,6 +51,9 @@ constexpr int kVerifyGroupThreads = 256 + kVerifyChainThreads;
 constexpr int kVerifyBlockSmem = 112 * 1024;
 /// Columns of a streaming unit (its partial dots are one of N / kVerifyUnitCols partials).
 constexpr int kVerifyUnitCols = 32;
+/// Units a streaming warp requests into L2 ahead of their loads where the plan asks for it
+/// (VerifyPlan::l2ahead; 8 ahead was slower at every measured point, bench/NOTES.md "Session 26").
+constexpr int kVerifyL2Ahead = 4;
 
 /// Shared memory of verify_group_kernel in floats (every part 16-byte aligned): ring x [K][R][rows]
 /// (ring dtype, by physical row), the tokens' x and z [K][KT][rows] each (input dtype), ring B
@@ -111,7 +114,7 @@ __device__ __forceinline__ void record_bc(const float (&e)[NL], const float (&c)
 
 }  // namespace verify_group_detail
 
-template <class TIn, class TRing, int N, int KT>
+template <class TIn, class TRing, int N, int KT, int L2A = 0>
 __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(const StepParams p) {
   using namespace verify_group_detail;
   using replay_detail::Loaded;
@@ -217,9 +220,23 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
         v[h][m] = r + 8 * h < nrows ? __ldcs(reinterpret_cast<const float4*>(src + h * 8 * N + 16 * m))
                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   };
+  // L2A > 0: each streaming warp requests the unit L2A on into L2 (16 lanes, one 128-byte row
+  // each) as it loads the next one, so that unit's loads later hit L2.
+  auto l2_unit = [&](const Unit& u) {
+    const int r = u.mt * 16 + lane;
+    if (lane < 16 && r < nrows)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(S0 + (static_cast<int64_t>(u.k) * P + r) * N +
+                                                    u.q * kVerifyUnitCols));
+  };
+  Unit pf = first;
   float4 va[2][2], vb[2][2];  // the unit in hand and the next one
   if (tid < nstream) {
     if (first.k < K) load_unit(first, va);
+    if constexpr (L2A > 0)
+      for (int i = 0; i <= L2A; ++i) {
+        if (i > 0 && pf.k < K) l2_unit(pf);
+        pf = next_unit(pf);
+      }
     {  // every physical ring x row of the block's heads, and the tokens' x and z: one group
       const int cpr = nrows / VX, total = K * R * cpr;
 #pragma unroll 1
@@ -507,6 +524,10 @@ __global__ void __launch_bounds__(kVerifyGroupThreads, 2) verify_group_kernel(co
     for (Unit at = first; at.k < K;) {
       const Unit nx = next_unit(at);
       if (nx.k < K) load_unit(nx, vb);
+      if constexpr (L2A > 0) {
+        if (pf.k < K) l2_unit(pf);
+        pf = next_unit(pf);
+      }
       unit(at, va);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
