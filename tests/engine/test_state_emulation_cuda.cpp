@@ -15,6 +15,7 @@
 //  * evaluate()'s concurrent CUDA models: identical configurations stay bit-identical.
 #include <gtest/gtest.h>
 
+#ifdef RSSM_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -401,3 +402,4 @@ TEST(StateEmulationCuda, ConcurrentModelsInEvalAreDeterministic) {
 
 }  // namespace
 }  // namespace replayssm::engine
+#endif  // RSSM_WITH_CUDA
