@@ -26,6 +26,7 @@
 #include "replayssm/engine/eval.h"
 #include "replayssm/engine/tokenizer.h"
 #include "replayssm/errors.h"
+#include "replayssm/precision.h"
 
 namespace replayssm::cli {
 namespace {
@@ -51,7 +52,35 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
   file_bytes = int64_t(s.size());
   check<ConfigError>(a.tokens <= int64_t(s.size()), "--tokens ", a.tokens, ": '", a.text,
                      "' has only ", s.size(), " bytes");
+  // (the engine checks it too, without the flag)
+  check<ConfigError>(a.tokens > 0 || s.size() >= 2, "--text: '", a.text, "' has ", s.size(),
+                     " byte", plural_s(int64_t(s.size())),
+                     ", expected at least 2 (a window needs 2 tokens)");
   return engine::byte_encode(a.tokens > 0 ? s.substr(0, size_t(a.tokens)) : s);
+}
+
+/// A split state mode on the ReplaySSM path first reads its read copy on the step after the
+/// first flush (step L - 1 at the latest): windows of L + 1 tokens or fewer never read it. With
+/// the ring length given (L >= 2), ConfigError naming --windows and the counts that work for the
+/// text's N tokens; L = 1, the dispatcher's L and a text too short for any window are left to the
+/// engine's message.
+void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t N) {
+  const std::string& s = c.options.state;
+  if (c.options.ssm != engine::SsmMode::kReplay || a.ring < 2 || s == "fp32" || s == "bf16" ||
+      s == "fp16")
+    return;
+  StateMode mode;
+  try {
+    mode = parse_state_mode(s);
+  } catch (const Error&) {
+    return;  // an unknown mode: the engine names it with the valid ones
+  }
+  const int64_t window = N / a.windows, most = N / (a.ring + 2);
+  check<ConfigError>(!mode.is_split() || window - 1 > a.ring || most < 1, "--windows ", a.windows,
+                     ": windows of ", window, " tokens are too short for '", c.label, "' at L = ",
+                     a.ring, " (its read copy is first read after the first flush, at step L - 1): "
+                     "windows need more than L + 1 = ", a.ring + 1, " tokens (--windows 1 to ",
+                     most, " for ", N, " tokens)");
 }
 
 int run_eval(const EvalArgs& args) {
@@ -67,6 +96,11 @@ int run_eval(const EvalArgs& args) {
       "(no tokenizer.json reader yet)");
   int64_t file_bytes = 0;
   const std::vector<int32_t> tokens = read_text(a, file_bytes);
+  // --windows against the text (the engine checks it too, without the flag).
+  const int64_t N = int64_t(tokens.size()), window = N / a.windows;
+  check<ConfigError>(window >= 2, "--windows ", a.windows, ": ", N, " tokens make windows of ",
+                     window, " token", plural_s(window), ", expected at least 2 (--windows 1 to ",
+                     N / 2, " for ", N, " tokens)");
   if (!a.json_out.empty()) check_writable(a.json_out, "--json");  // before hours of work
 
   engine::EvalConfig ref;
@@ -97,6 +131,7 @@ int run_eval(const EvalArgs& args) {
     c.options.emulate_state = c.options.cuda;
     if (c.options.cuda && !engine::cuda_state_native(cfg, c.options.state))
       emulated.push_back(c.label);
+    check_split_windows(c, a, N);
     cands.push_back(c);
   }
   engine::EvalOptions eo;
@@ -122,6 +157,22 @@ int run_eval(const EvalArgs& args) {
   return 0;
 }
 
+/// --tokens: 0 (the whole text) or 2 .. 2^40 (one token predicts nothing), checked while parsing
+/// so that the error names the flag and the range.
+CLI::Validator tokens_validator() {
+  constexpr int64_t kMax = int64_t{1} << 40;
+  const std::string range = "0 (the whole text) or 2 to " + std::to_string(kMax);
+  return CLI::Validator(
+      [range](std::string& s) -> std::string {
+        const std::string err = in_range(int64_t(0), kMax)(s);
+        int64_t x = 0;
+        if (err.rfind("value ", 0) == 0 || (err.empty() && parse_decimal(s, x) && x == 1))
+          return "value " + s + " not in range: " + range;
+        return err;  // not a whole number
+      },
+      "INT in {0} or [2 - " + std::to_string(kMax) + "]");
+}
+
 }  // namespace
 
 void add_eval(CLI::App& app, Action& action) {
@@ -134,8 +185,9 @@ void add_eval(CLI::App& app, Action& action) {
       ->required()->check(CLI::ExistingDirectory);
   sub->add_option("--text", a->text, "text file (its bytes are the tokens)")
       ->required()->check(CLI::ExistingFile);
-  sub->add_option("--tokens", a->tokens, "use the first N bytes of the text (0 = all)")
-      ->check(in_range(int64_t(0), int64_t(1) << 40));
+  sub->add_option("--tokens", a->tokens, "use the first N bytes of the text (0 = all; else at "
+                                         "least 2: a window needs 2 tokens)")
+      ->check(tokens_validator());
   sub->add_option("--windows", a->windows,
                   "W: split the text into W consecutive windows decoded as one batch")
       ->check(in_range(int64_t(1), int64_t(1) << 20));
