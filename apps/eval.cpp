@@ -180,6 +180,7 @@ void add_eval(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "eval", "teacher-forced KL, top-1 agreement and bits per byte of SSM state modes over a "
               "text, against an fp32 reference (conventional decoding unless --reference replay)");
+  sub->option_defaults()->always_capture_default();  // --help shows every default
   sub->add_option("--model", a->model, "checkpoint directory (config.json + *.safetensors), "
                                        "byte-level vocabulary")
       ->required()->check(CLI::ExistingDirectory);
@@ -204,15 +205,13 @@ void add_eval(CLI::App& app, Action& action) {
                                    "(the fp32 reference: --reference)")
       ->check(CLI::IsMember({"auto", "conventional", "replay"}));
   sub->add_option("--reference", a->reference,
-                  "SSM decoding of the fp32 reference: conventional (default) or replay (at the "
+                  "SSM decoding of the fp32 reference: conventional or replay (at the "
                   "modes' L: on CUDA this leaves out the engine's own replay-vs-conventional "
                   "difference, which its bf16 activations make ~1e-6..1e-5 in KL)")
-      ->check(CLI::IsMember({"conventional", "replay"}))
-      ->capture_default_str();
+      ->check(CLI::IsMember({"conventional", "replay"}));
   sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
                                         "choice)")
-      ->check(in_range(0, 64))
-      ->capture_default_str();
+      ->check(in_range(0, 64));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--json", a->json_out,
@@ -221,7 +220,7 @@ void add_eval(CLI::App& app, Action& action) {
       ->check(non_empty());
   sub->add_option("--buckets", a->buckets,
                   "upper edges of the position buckets, comma-separated and increasing "
-                  "(default 1024,4096,16384,65536,131072; positions past the last form one more)")
+                  "(positions past the last form one more)")
       ->delimiter(',')
       ->check(CLI::Validator(
           [](std::string& s) {
