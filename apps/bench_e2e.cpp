@@ -18,6 +18,7 @@
 
 #include "bench_common.h"
 #include "cli_checks.h"
+#include "cli_words.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "e2e_report.h"
@@ -254,6 +255,7 @@ void add_bench(CLI::App& app, Action& action) {
   auto* sub = bench->add_subcommand(
       "e2e", "decode-step throughput of a whole model: conventional vs ReplaySSM decoding, per "
              "batch size, at a given context");
+  sub->footer(comma_list_footer("--batch 1,8,32 -L 8,16"));
   std::string names;
   for (const std::string& n : engine::published_config_names()) names += (names.empty() ? "" : ", ") + n;
   sub->add_option("--arch", a->arch, "a published architecture, built with --random-weights: " + names);
@@ -263,22 +265,21 @@ void add_bench(CLI::App& app, Action& action) {
   sub->add_flag("--random-weights", a->random_weights,
                 "random weights of a trained model's scale (timing does not depend on the values; "
                 "the results say \"weights\": \"random\")");
-  sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
-      ->delimiter(',')
+  comma_list(sub->add_option("--batch", a->batches, "batch sizes, comma-separated"))
       ->check(in_range(int64_t(1), int64_t(65535)))
       ->capture_default_str();
   sub->add_option("--context", a->context, "tokens already in every row's context (KV cache "
                                            "length) when timing starts")
       ->check(in_range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
-  sub->add_option("-L,--ring", a->ring_lengths, "ReplaySSM ring lengths to time, comma-separated "
-                                                "(the L sweep), each 1..64")
-      ->delimiter(',')
+  comma_list(sub->add_option("-L,--ring", a->ring_lengths,
+                             "ReplaySSM ring lengths to time, comma-separated (the L sweep), "
+                             "each 1..64"))
       ->check(in_range(1, 64))
       ->capture_default_str();
-  sub->add_option("--state", a->states, "state modes of the replay variants, comma-separated "
-                                        "(fp32, or split modes such as fp32/bf16; see generate)")
-      ->delimiter(',')
+  comma_list(sub->add_option("--state", a->states,
+                             "state modes of the replay variants, comma-separated (fp32, or "
+                             "split modes such as fp32/bf16; see generate)"))
       ->capture_default_str();
   sub->add_option("--windows", a->windows, "timed windows per point (each 16 steps, or the next "
                                            "multiple of L); the median window is reported")

@@ -18,6 +18,7 @@
 
 #include "bench_common.h"
 #include "cli_checks.h"
+#include "cli_words.h"
 #include "commands.h"
 #include "cuda/device.h"
 #include "progress.h"
@@ -374,16 +375,16 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   auto* sub = bench.add_subcommand(
       "spec", "speculative decoding throughput: standard vs snapshot vs ReplaySSM speculative "
               "decoding with one acceptance trace");
+  sub->footer(comma_list_footer("--batch 1,8,32 -T 2,4"));
   sub->add_option("--arch", a->arch, "a published architecture, built with --random-weights");
   sub->add_option("--model", a->model, "a checkpoint directory")->check(CLI::ExistingDirectory);
   sub->add_flag("--random-weights", a->random_weights, "random weights of a trained model's scale");
-  sub->add_option("--batch", a->batches, "batch sizes, comma-separated")
-      ->delimiter(',')
+  comma_list(sub->add_option("--batch", a->batches, "batch sizes, comma-separated"))
       ->check(in_range(int64_t(1), int64_t(65535)))
       ->capture_default_str();
-  sub->add_option("-T", a->Ts, "tokens fed per row and verify step (last token + T-1 drafts), "
-                               "comma-separated, each 2..8")
-      ->delimiter(',')
+  comma_list(sub->add_option("-T", a->Ts,
+                             "tokens fed per row and verify step (last token + T-1 drafts), "
+                             "comma-separated, each 2..8"))
       ->check(in_range(2, 8))
       ->capture_default_str();
   sub->add_option("--alpha", a->alpha, "probability that each draft is accepted (given the ones "

@@ -1,5 +1,5 @@
 // Argument checks CLI11 leaves out, shared by replayssm and replayssm_bench: a word that names no
-// command, and an empty element of a comma-separated list option.
+// command, an empty element of a comma-separated list option, a list option given twice.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -71,6 +71,48 @@ inline std::string empty_list_element(int argc, char** argv,
         return n + ": empty element in '" + v + "'";
     }
   return "";
+}
+
+/// Makes `opt` a list option: its values comma-separated (`--batch 1,8,32`), the option given once
+/// (reject_repeated_lists).
+inline CLI::Option* comma_list(CLI::Option* opt) { return opt->delimiter(','); }
+
+/// The --help footer of a command with list options: how to give one (`example`: "--batch 1,8").
+inline std::string comma_list_footer(const std::string& example) {
+  return "A list option takes its values comma-separated and is given once (" + example +
+         "; repeating it is an error).";
+}
+
+/// A list option (comma_list) of `app` or of a command it ran, given more than once among the
+/// words argv[1..argc): CLI11 appends the lists (`--batch 1,2 --batch 4` ran 1,2,4), so which
+/// values run would depend on a convention the user may not share. Call after parsing; throws
+/// CLI::ValidationError naming the option. A word counts as an occurrence as CLI11 reads it:
+/// `--name`, `--name=VALUE`, `-X` and `-XVALUE` (one option's further values, `-L 4 8`, are one
+/// occurrence).
+inline void reject_repeated_lists(const CLI::App& app, int argc, char** argv) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_delimiter() != ',' || o->count() == 0) continue;
+    int given = 0;
+    for (int i = 1; i < argc; ++i) {
+      const std::string w = argv[i];
+      if (w == "--") break;  // positional arguments follow
+      std::string name;
+      if (w.rfind("--", 0) == 0)
+        name = w.substr(0, w.find('='));
+      else if (w.size() >= 2 && w[0] == '-')
+        name = w.substr(0, 2);
+      if (!name.empty() && o->check_name(name)) ++given;
+    }
+    if (given > 1) {
+      std::string names = o->get_name(false, true);  // "-L,--ring"
+      for (char& c : names)
+        if (c == ',') c = '/';
+      throw CLI::ValidationError(names, "given " + std::to_string(given) +
+                                            " times, expected once with all the values "
+                                            "comma-separated");
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands()) reject_repeated_lists(*sub, argc, argv);
 }
 
 }  // namespace replayssm::cli

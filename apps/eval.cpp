@@ -181,6 +181,7 @@ void add_eval(CLI::App& app, Action& action) {
       "eval", "teacher-forced KL, top-1 agreement and bits per byte of SSM state modes over a "
               "text, against an fp32 reference (conventional decoding unless --reference replay)");
   sub->option_defaults()->always_capture_default();  // --help shows every default
+  sub->footer(comma_list_footer("--state fp32,fp32/bf16"));
   sub->add_option("--model", a->model, "checkpoint directory (config.json + *.safetensors), "
                                        "byte-level vocabulary")
       ->required()->check(CLI::ExistingDirectory);
@@ -192,14 +193,13 @@ void add_eval(CLI::App& app, Action& action) {
   sub->add_option("--windows", a->windows,
                   "W: split the text into W consecutive windows decoded as one batch")
       ->check(in_range(int64_t(1), int64_t(1) << 20));
-  sub->add_option("--state", a->states,
+  comma_list(sub->add_option("--state", a->states,
                   "state modes to evaluate, comma-separated: fp32 (= fp32/fp32), split modes "
                   "recurrence/read (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, "
                   "fp16sr/nvfp4, fp8/nvfp4, fp32/fp8), shared baselines shared-fp16, shared-bf16, "
                   "shared-fp8, shared-nvfp4; on CUDA also bf16, fp16 (16-bit state); there "
                   "the modes without kernels of their own run emulated: the mode's values over "
-                  "float32 storage (the report names them)")
-      ->delimiter(',');
+                  "float32 storage (the report names them)"));
   sub->add_option("--ssm", a->ssm, "SSM decoding of the evaluated modes: auto (shared-* "
                                    "conventional, the others replay), replay or conventional "
                                    "(the fp32 reference: --reference)")
@@ -218,10 +218,9 @@ void add_eval(CLI::App& app, Action& action) {
                   "write the results as JSON (DESIGN.md §4, bench \"kl\"; missing folders "
                   "are created)")
       ->check(non_empty());
-  sub->add_option("--buckets", a->buckets,
+  comma_list(sub->add_option("--buckets", a->buckets,
                   "upper edges of the position buckets, comma-separated and increasing "
-                  "(positions past the last form one more)")
-      ->delimiter(',')
+                  "(positions past the last form one more)"))
       ->check(CLI::Validator(
           [](std::string& s) {
             // Whole-word integers only: atoll read "5abc" as 5 (then CLI11's own conversion

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     }
   try {
     app.parse(argc, argv);
+    replayssm::cli::reject_repeated_lists(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::fprintf(stderr, "replayssm: error: %s (see --help)\n", e.what());
