@@ -3,7 +3,7 @@
 # when no CUDA device is present; the reason is printed at the end.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" >&2  # build output on stderr, as demo.sh: stdout is the test results
 source "$root/scripts/env.sh"
 build=${RSSM_BUILD_DIR:-$root/build}
 status=0

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scripts/test.sh and scripts/demo.sh keep the build log off stdout (on stderr): stdout is the
+# command's own output (the test results, the generated text). Runs copies of both scripts in a
+# scratch tree where setup.sh, ctest and the CLI are stubs that say which they are.
+set -euo pipefail
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/scripts" "$tmp/build/apps" "$tmp/bin"
+cp "$src/scripts/test.sh" "$src/scripts/demo.sh" "$src/scripts/env.sh" "$tmp/scripts/"
+printf '#!/usr/bin/env bash\necho "stub: build log"\n' > "$tmp/scripts/setup.sh"
+printf '#!/usr/bin/env bash\necho "stub: ctest results"\n' > "$tmp/bin/ctest"
+printf '#!/usr/bin/env bash\necho "cuda device: no CUDA device (stub)"\necho "stub: replayssm $1"\n' \
+  > "$tmp/build/apps/replayssm"
+chmod +x "$tmp/scripts/setup.sh" "$tmp/bin/ctest" "$tmp/build/apps/replayssm"
+status=0
+for script in test.sh demo.sh; do
+  out=$(PATH="$tmp/bin:$PATH" RSSM_BUILD_DIR="$tmp/build" "$tmp/scripts/$script" 2>"$tmp/err") || {
+    echo "$script: exit status $?"; status=1; continue; }
+  err=$(cat "$tmp/err")
+  case "$out" in *"stub: build log"*)
+    echo "$script: the build log is on stdout:"; echo "$out"; status=1 ;; esac
+  case "$err" in *"stub: build log"*) ;; *)
+    echo "$script: no build log on stderr:"; echo "$err"; status=1 ;; esac
+  expected="stub: ctest results"
+  [ "$script" = demo.sh ] && expected="stub: replayssm generate"
+  case "$out" in *"$expected"*) ;; *)
+    echo "$script: stdout lacks '$expected':"; echo "$out"; status=1 ;; esac
+done
+exit $status
