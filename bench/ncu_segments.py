@@ -1,7 +1,7 @@
 """Usage: python3 bench/ncu_segments.py SASS.csv
 Warp instructions and stall samples of an ncu SASS source export (--page source --csv
---print-source sass), split at the kernel's BAR.SYNC instructions (its phase barriers, in address
-order), with each segment's top opcodes."""
+--print-source sass), split after each BAR.SYNC / BAR.RED (the kernel's phase barriers, in address
+order, predicated or not) and each unpredicated EXIT, with each segment's top opcodes."""
 import collections
 import csv
 import sys
@@ -15,10 +15,13 @@ segs = [[]]
 for r in rows[hdr + 1:]:
     if len(r) < len(h): continue
     src = r[ix['Source']].strip()
+    if not src: continue
     ex = int(r[ix['Instructions Executed']] or 0); smp = int(r[ix['Warp Stall Sampling (All Samples)']] or 0)
     segs[-1].append((src, ex, smp))
-    if src.startswith('BAR.SYNC') or src.startswith('BAR.RED') or src.startswith('EXIT'): segs.append([])
-tot = sum(e for s in segs for _, e, _ in s); tsm = sum(m for s in segs for _, _, m in s)
+    op = src.split()[1] if src.startswith('@') and len(src.split()) > 1 else src.split()[0]
+    if op.startswith(('BAR.SYNC', 'BAR.RED')) or src.startswith('EXIT'): segs.append([])
+tot = sum(e for s in segs for _, e, _ in s) or 1
+tsm = sum(m for s in segs for _, _, m in s) or 1
 print(f"total warp instructions {tot:,} stall samples {tsm:,}")
 for i, s in enumerate(segs):
     ex = sum(e for _, e, _ in s); sm = sum(m for _, _, m in s)

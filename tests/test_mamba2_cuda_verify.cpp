@@ -305,7 +305,7 @@ struct PlanEnv {
 
 // The walks run both kernels: the group kernel (verify_group.cuh, the default from batch x padded
 // T = 64; its default plan, and three streaming warps, so that a warp's column units change from
-// one unit to the next; with units requested into L2 ahead, the default from batch 256 at T <= 4)
+// one unit to the next; with units requested into L2 ahead, the default at some batches and T)
 // and the one-head kernel (verify.cuh, the default below), forced through the plan override.
 constexpr const char* kKernels[] = {"group=1", "group=1,threads=160", "group=1,l2ahead=4", "group=0"};
 
@@ -362,8 +362,9 @@ TEST(Mamba2CudaVerify, RandomWalkManyHeadsPerGroupAndFullRing) {
 TEST(Mamba2CudaVerify, RandomWalkRowSplitsAndSmallBlocks) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (const char* plan : {"group=1,split=2,threads=96", "group=1,split=3,threads=128,hpb=1",
-                           "group=1,hpb=2,threads=160", "group=0,split=2,threads=64",
-                           "group=0,split=3,threads=128"}) {
+                           "group=1,split=3,threads=128,hpb=1,l2ahead=4",
+                           "group=1,hpb=2,threads=160", "group=1,threads=160,l2ahead=4",
+                           "group=0,split=2,threads=64", "group=0,split=3,threads=128"}) {
     SCOPED_TRACE(std::string("RSSM_MAMBA2_VERIFY_PLAN=") + plan);
     const PlanEnv env(plan);
     Case c;

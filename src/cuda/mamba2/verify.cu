@@ -124,10 +124,16 @@ VerifyPlan plan_verify(int64_t P, int64_t N, int64_t heads_per_group, int64_t ba
   // whole-group blocks are too few (up to 2.8x slower at batch 1), the one-head kernel stays.
   // T = 1 keeps the session-12 threshold (batch 128) until it is measured.
   v.group = KT >= 2 ? batch * KT >= kVerifyGroupMinTokens : batch >= kVerifyGroupMinBatchT1;
-  // L2 requests ahead at KT <= 4 from batch 256 (H200, session 28, Nano-4B and Super-120B: T = 2
-  // -3 to -7% at 256 / 512, T = 4 all-accept -4 to -5%, all-reject -2.3 to +3.3%; at 32-64 +2-7%,
-  // at T = 8 +1-11% everywhere; bench/results/s28-m2-verify-l2ahead.txt).
-  v.l2ahead = v.group && KT <= 4 && batch >= kVerifyL2AheadMinBatch ? kVerifyL2Ahead : 0;
+  // L2 requests ahead where they paid (H200, session 28, Nano-4B and Super-120B, padded KT):
+  // bf16 inputs: KT = 2 and 4 from batch 256 (T = 2 -3 to -7%, T = 4 all-accept -4 to -5%,
+  // all-reject -2.3 to +3.3%; at 32-128 -2.5 to +7.5%; s28-m2-verify-l2ahead.txt); fp32 inputs
+  // (the engine's): KT = 1 wherever the group kernel runs (from batch 128: -3 to -12%) and KT = 4
+  // from 256 (all-accept -5 to -6%, all-reject -0.1 to +0.9%), not KT = 2 (-2.6 to +2.8%;
+  // s28-m2-verify-f32-l2ahead.txt); KT = 8 lost everywhere measured (+1-11%). bf16 at KT = 1 is
+  // unmeasured and stays off.
+  const bool wide = batch >= kVerifyL2AheadMinBatch;
+  const bool l2 = in_bytes == 4 ? KT == 1 || (KT == 4 && wide) : (KT == 2 || KT == 4) && wide;
+  v.l2ahead = v.group && l2 ? kVerifyL2Ahead : 0;
   int split = 0, hpb = 0, threads = 0;
   for_each_plan_override("RSSM_MAMBA2_VERIFY_PLAN", [&](const std::string& key, int val) {
     if (key == "group") v.group = val != 0;
