@@ -53,8 +53,9 @@ inline std::string unknown_command(CLI::App& app, int argc, char** argv, const s
   return "";
 }
 
-/// A list option (comma-separated) among `lists` with an empty element, given as `--name VALUE`
-/// or `--name=VALUE`: CLI11 would drop it silently. Returns "" or the error.
+/// A list option (comma-separated) among `lists` with an empty element, given as `--name VALUE`,
+/// `--name=VALUE` or, for a short name, `-XVALUE`: CLI11 would drop it silently. Returns "" or
+/// the error.
 inline std::string empty_list_element(int argc, char** argv,
                                       std::initializer_list<const char*> lists) {
   for (int i = 1; i < argc; ++i)
@@ -65,6 +66,8 @@ inline std::string empty_list_element(int argc, char** argv,
         v = argv[i + 1];
       else if (a.rfind(eq, 0) == 0)
         v = a.substr(eq.size());
+      else if (n.size() == 2 && n[1] != '-' && a.size() > 2 && a.rfind(n, 0) == 0)
+        v = a.substr(2);  // -T2,,4
       else
         continue;
       if (v.empty() || v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
