@@ -62,8 +62,8 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 /// A split state mode on the ReplaySSM path first reads its read copy on the step after the
 /// first flush (step L - 1 at the latest): windows of L + 1 tokens or fewer never read it. With
 /// the ring length given (L >= 2), ConfigError naming --windows and the counts that work for the
-/// text's N tokens; L = 1, the dispatcher's L and a text too short for any window are left to the
-/// engine's message.
+/// text's N tokens, or --tokens and the L that works where no window can be long enough; L = 1
+/// and the dispatcher's L are left to the engine's message.
 void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t N) {
   const std::string& s = c.options.state;
   if (c.options.ssm != engine::SsmMode::kReplay || a.ring < 2 || s == "fp32" || s == "bf16" ||
@@ -76,7 +76,12 @@ void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t
     return;  // an unknown mode: the engine names it with the valid ones
   }
   const int64_t window = N / a.windows, most = N / (a.ring + 2);
-  check<ConfigError>(!mode.is_split() || window - 1 > a.ring || most < 1, "--windows ", a.windows,
+  if (!mode.is_split() || window - 1 > a.ring) return;
+  check<ConfigError>(most >= 1, "--tokens: ", N, " tokens are too short for '", c.label,
+                     "' at L = ", a.ring, " (its read copy is first read after the first flush, at "
+                     "step L - 1): a window needs more than L + 1 = ", a.ring + 1, " tokens (more "
+                     "--tokens", N - 2 >= 2 ? ", or -L 2 to " + std::to_string(N - 2) : "", ")");
+  check<ConfigError>(false, "--windows ", a.windows,
                      ": windows of ", window, " tokens are too short for '", c.label, "' at L = ",
                      a.ring, " (its read copy is first read after the first flush, at step L - 1): "
                      "windows need more than L + 1 = ", a.ring + 1, " tokens (--windows 1 to ",
