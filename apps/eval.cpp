@@ -231,6 +231,9 @@ void add_eval(CLI::App& app, Action& action) {
             // Whole-word integers only: atoll read "5abc" as 5 (then CLI11's own conversion
             // failed) and clamped 99999999999999999999 to 2^63 - 1.
             constexpr int64_t kMaxEdge = int64_t{1} << 40;
+            // Spaces around an edge ("1024, 4096") are trimmed, as --state's names are.
+            const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+            s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
             int64_t v = 0;
             const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
             if (ec != std::errc() || end != s.data() + s.size() || v < 1 || v > kMaxEdge)
