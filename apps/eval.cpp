@@ -77,15 +77,16 @@ void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t
   }
   const int64_t window = N / a.windows, most = N / (a.ring + 2);
   if (!mode.is_split() || window - 1 > a.ring) return;
-  check<ConfigError>(most >= 1, "--tokens: ", N, " tokens are too short for '", c.label,
-                     "' at L = ", a.ring, " (its read copy is first read after the first flush, at "
-                     "step L - 1): a window needs more than L + 1 = ", a.ring + 1, " tokens (more "
-                     "--tokens", N - 2 >= 2 ? ", or -L 2 to " + std::to_string(N - 2) : "", ")");
-  check<ConfigError>(false, "--windows ", a.windows,
-                     ": windows of ", window, " tokens are too short for '", c.label, "' at L = ",
-                     a.ring, " (its read copy is first read after the first flush, at step L - 1): "
-                     "windows need more than L + 1 = ", a.ring + 1, " tokens (--windows 1 to ",
-                     most, " for ", N, " tokens)");
+  const std::string why = fmt::format(
+      " tokens are too short for '{}' at L = {} (its read copy is first read after the first "
+      "flush, at step L - 1): ", c.label, a.ring);
+  if (most < 1)
+    throw ConfigError(fmt::format("--tokens: {}{}a window needs more than L + 1 = {} tokens (more "
+                                  "--tokens{})", N, why, a.ring + 1,
+                                  N - 2 >= 2 ? ", or -L 2 to " + std::to_string(N - 2) : ""));
+  throw ConfigError(fmt::format("--windows {}: windows of {}{}windows need more than L + 1 = {} "
+                                "tokens (--windows 1 to {} for {} tokens)",
+                                a.windows, window, why, a.ring + 1, most, N));
 }
 
 int run_eval(const EvalArgs& args) {
@@ -143,7 +144,7 @@ int run_eval(const EvalArgs& args) {
   eo.windows = a.windows;
   eo.bucket_edges = a.buckets;
 
-  const int64_t steps = a.windows >= 1 ? int64_t(tokens.size()) / a.windows - 1 : 0;
+  const int64_t steps = window - 1;  // per window (at least 2 tokens, checked above)
   Progress bar(fmt::format("eval ({} window{})", a.windows, plural_s(a.windows)),
                long(std::max<int64_t>(steps, 0)));
   const engine::EvalResult r = engine::evaluate(a.model, tokens, ref, cands, eo,
