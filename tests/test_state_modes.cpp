@@ -72,7 +72,7 @@ TensorView cuda_view(DType t, std::initializer_list<int64_t> shape) {
 // On CUDA every mode but fp32/fp32 is rejected by name, except the split modes the CUDA group
 // kernels run (replay and reset: fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, Mamba-2 and GDN
 // alike), which go on to check their buffers.
-TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
+TEST(StateModes, CudaRejectsModesWithoutKernelsByName) {
   mamba2::Layer ml;
   ml.dims = {2, 4, 16, 1};
   ml.A_log = cuda_view(DType::kF32, {2});
@@ -99,27 +99,35 @@ TEST(StateModes, CudaRejectsEveryModeButFp32ByName) {
     std::string name = "'";  // appended, not concatenated: GCC 12's -Wrestrict misfires there
     name += m.name();
     name += '\'';
-    const bool on_cuda = m.is_split() && m.recurrence == StateFormat::kFp32;
-    // Runs on CUDA: a missing buffer of the mode is what is reported.
+    const bool sr16 = m.is_split() && m.recurrence == StateFormat::kFp16Sr &&
+                      m.read == StateFormat::kFp16Sr;
+    const bool on_cuda = (m.is_split() && m.recurrence == StateFormat::kFp32) || sr16;
+    // Runs on CUDA: a missing buffer of the mode is what is reported (fp16sr/fp16sr: the float32
+    // state given where its float16 checkpoint belongs).
+    auto buffer_error = [&](auto&& f) {
+      return sr16 ? message_of<DTypeError>(f) : message_of<ShapeError>(f);
+    };
     std::vector<std::string> missing, rejected = {
         message_of<UnsupportedError>([&] { mamba2::conventional_step(ml, mc, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }),
         message_of<UnsupportedError>([&] { gdn::conventional_step(gl, gc, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); })};
     if (on_cuda) {
-      missing.push_back(message_of<ShapeError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
-      missing.push_back(message_of<ShapeError>([&] { mamba2::reset_slots(mc, rows); }));
+      missing.push_back(buffer_error([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
+      missing.push_back(buffer_error([&] { mamba2::reset_slots(mc, rows); }));
     } else {
       rejected.push_back(message_of<UnsupportedError>([&] { mamba2::replay_step(ml, mc, cur, mt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
       rejected.push_back(message_of<UnsupportedError>([&] { mamba2::reset_slots(mc, rows); }));
     }
     if (on_cuda) {  // GDN alike
-      missing.push_back(message_of<ShapeError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
-      missing.push_back(message_of<ShapeError>([&] { gdn::reset_slots(gc, rows); }));
+      missing.push_back(buffer_error([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
+      missing.push_back(buffer_error([&] { gdn::reset_slots(gc, rows); }));
     } else {
       rejected.push_back(message_of<UnsupportedError>([&] { gdn::replay_step(gl, gc, cur, gt, rows, cuda_view(DType::kF32, {1, 2, 4})); }));
       rejected.push_back(message_of<UnsupportedError>([&] { gdn::reset_slots(gc, rows); }));
     }
     for (const std::string& msg : missing)
-      EXPECT_NE(msg.find("missing"), std::string::npos) << m.name() << ": '" << msg << "'";
+      EXPECT_NE(msg.find(sr16 ? "state (fp16sr): dtype float32, expected float16" : "missing"),
+                std::string::npos)
+          << m.name() << ": '" << msg << "'";
     for (const std::string& msg : rejected) {
       EXPECT_NE(msg.find(name), std::string::npos) << m.name() << ": '" << msg << "'";
       EXPECT_NE(msg.find("CUDA"), std::string::npos) << msg;

@@ -61,8 +61,10 @@ struct Tokens {
 /// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
 /// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
 /// (quantised copies 16-byte aligned, their scales 4-byte aligned; the flushed slots' copies are
-/// encoded on the device byte for byte as codecs.h encodes them) and rejects the others with
-/// UnsupportedError): `mode` says how `state` is stored and what else is used.
+/// encoded on the device byte for byte as codecs.h encodes them) and fp16sr/fp16sr (the float16
+/// checkpoint's writes rounded stochastically inside the flush and conventional kernels with the
+/// codec's Philox words, the slots' step counters advanced on the device) and rejects the others
+/// with UnsupportedError): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): state and ring_u/k/g only, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
 ///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, HV, V, K]

@@ -52,8 +52,10 @@ struct Tokens {
 ///
 /// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
 /// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
-/// with the read copy's values 16-byte and its scales 4-byte aligned; other modes raise
-/// UnsupportedError naming the mode): `mode` says how `state` is stored and what else is used.
+/// with the read copy's values 16-byte and its scales 4-byte aligned, and fp16sr/fp16sr (the
+/// float16 checkpoint's writes rounded stochastically inside the flush and conventional kernels
+/// with the codec's Philox words, the slots' step counters advanced on the device); other modes
+/// raise UnsupportedError naming the mode): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): only state, ring_x, ring_dt, ring_B, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
 ///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, H, P, N]

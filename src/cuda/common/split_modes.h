@@ -1,7 +1,8 @@
 // The split state modes the CUDA replay kernels run (precision.h): fp32/bf16 and fp32/fp16, as
 // two launches per step — the ordinary rows over the 16-bit read copy, the flush rows over the
 // fp32 checkpoint (which also write the copy); fp32/fp8 and fp32/nvfp4 likewise, with a third
-// launch that encodes the flushed slots' copies (mamba2_cuda.cu, gdn_cuda.cu). Shared by the
+// launch that encodes the flushed slots' copies (mamba2_cuda.cu, gdn_cuda.cu); fp16sr/fp16sr as
+// the float16-state replay step with stochastically rounded checkpoint writes. Shared by the
 // Mamba-2 and GDN/KDA host code.
 #pragma once
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "common/state_check.h"
 #include "common/validate.h"
 #include "cuda/codecs/codecs_cuda.h"
+#include "cuda/common/sr_steps.h"
 #include "replayssm/errors.h"
 #include "replayssm/precision.h"
 #include "replayssm/ring.h"
@@ -30,8 +32,9 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
                               (m.read == StateFormat::kBf16 || m.read == StateFormat::kFp16 ||
                                (quant && q)),
                           op, ": state mode '", m.name(), "' is not built for CUDA yet, expected ",
-                          quant ? "fp32/fp32, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4"
-                                : "fp32/fp32, fp32/bf16 or fp32/fp16");
+                          quant ? "fp32/fp32, fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 or "
+                                  "fp16sr/fp16sr"
+                                : "fp32/fp32, fp32/bf16, fp32/fp16 or fp16sr/fp16sr");
   validate::expect(state, (std::string(op) + " state (fp32 checkpoint)").c_str(),
                    {validate::kAny, heads, rows, n}, {DType::kF32}, Device::kCUDA);
   validate::state_buffer(m.read, read.values, read.scales, state.shape[0], heads, rows, n,
@@ -51,6 +54,31 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
     }
   }
   return q;
+}
+
+/// Whether `m` is fp16sr/fp16sr: one float16 checkpoint, written with stochastic rounding, that
+/// ordinary steps read as it is (no read copy).
+inline bool is_sr16(const StateMode& m) {
+  return !m.shared && m.recurrence == StateFormat::kFp16Sr && m.read == StateFormat::kFp16Sr;
+}
+
+/// Checks fp16sr/fp16sr's checkpoint for the CUDA kernels: state [slots, heads, rows, n] float16
+/// (the SR keys are checked by the public API with the mode's other buffers).
+inline void check_sr16(const TensorView& state, int64_t heads, int64_t rows, int64_t n,
+                       const char* op) {
+  validate::expect(state, (std::string(op) + " state (fp16sr checkpoint)").c_str(),
+                   {validate::kAny, heads, rows, n}, {DType::kF16}, Device::kCUDA);
+}
+
+/// Runs an fp16sr/fp16sr step: launch() is the float16-state replay step (the kernels round the
+/// checkpoint writes stochastically when their parameters carry the SR keys); then the written
+/// slots' step counters advance on the device: every real row at L = 1 (each step is a
+/// conventional one), else the rows flagged is_flush.
+template <class Launch>
+void run_sr16(const SrKeys& sr, const RingCursors& cursors, const Rows& rows, int64_t slots,
+              Launch&& launch) {
+  launch();
+  sr_advance(sr, rows, cursors.config.L == 1 ? nullptr : cursors.is_flush.ptr<int8_t>(), slots);
 }
 
 /// Runs a split-mode step: launch(cache, only, copy) once over the read copy for the ordinary

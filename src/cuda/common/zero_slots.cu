@@ -6,6 +6,7 @@
 #include "common/validate.h"
 #include "cuda/common/check.cuh"
 #include "cuda/common/rows.h"
+#include "cuda/common/sr_steps.h"
 #include "cuda/common/zero_slots.h"
 
 namespace replayssm::cuda {
@@ -69,8 +70,9 @@ void zero_slots(const TensorView& state, const Rows& rows, const char* op) {
 }
 
 void zero_split_slots(const TensorView& state, const StateMode& mode, const StateBuffer& read,
-                      const Rows& rows, const char* op) {
+                      const SrKeys& sr, const Rows& rows, const char* op) {
   zero_slots(state, rows, op);
+  if (mode.uses_sr()) sr_reset(sr, rows, state.shape[0]);
   if (!mode.has_read_copy()) return;
   zero_slots(read.values, rows, op);
   for (const TensorView* s : {&read.scales.rows, &read.scales.blocks, &read.scales.global})

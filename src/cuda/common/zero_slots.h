@@ -14,8 +14,9 @@ namespace replayssm::cuda {
 void zero_slots(const TensorView& state, const Rows& rows, const char* op);
 
 /// zero_slots of the checkpoint `state` and, in a split mode with a read copy, of the copy's
-/// values and scales (all-zero codes and scales decode to 0).
+/// values and scales (all-zero codes and scales decode to 0); in a mode with stochastic rounding
+/// the slots' SR step counters go back to 0 (seeds are kept).
 void zero_split_slots(const TensorView& state, const StateMode& mode, const StateBuffer& read,
-                      const Rows& rows, const char* op);
+                      const SrKeys& sr, const Rows& rows, const char* op);
 
 }  // namespace replayssm::cuda

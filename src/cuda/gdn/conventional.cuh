@@ -52,6 +52,7 @@ struct TileRows {
   uint64_t* bars;  // this warp's barriers, one per pass (bulk)
   bool bulk;
   int rpt;
+  SrSlot sr;  // the slot's stochastic rounding (fp16sr/fp16sr), else none
 
   __device__ __forceinline__ int row(const BlockRows& x, int i) const {
     return x.wrow0 + i * RPW + x.lane / Lay::kLanesPerRow;
@@ -110,16 +111,15 @@ struct TileRows {
   __device__ __forceinline__ void store(const BlockRows& x, int i, bool valid, const float* s) {
     const int r = row(x, i);
     if (!bulk) {
-      if (valid) store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, x.lr, s);
+      if (valid) store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, x.lr, s, sr);
       return;
     }
     if (valid) {
 #pragma unroll
       for (int c = 0; c < Lay::kChunksPerLane; ++c) {
-        detail::Pack<TState, Lay::kVec> pk;
-#pragma unroll
-        for (int v = 0; v < Lay::kVec; ++v) pk.e[v] = from_f32<TState>(s[c * Lay::kVec + v]);
-        *reinterpret_cast<uint4*>(tile + r * K + Lay::col(c, x.lr)) = pk.raw;
+        *reinterpret_cast<uint4*>(tile + r * K + Lay::col(c, x.lr)) =
+            pack16_state(S + static_cast<int64_t>(r) * K + Lay::col(c, x.lr),
+                         &s[c * Lay::kVec], sr);
       }
       fence_proxy_async_smem();
     }
@@ -175,8 +175,9 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
   float vv[kMaxRowsPerThread];
   load_v<TIn>(p, x, tile, vv);
   if (slot < 0 || slot >= p.slots) return zero_rows(y, x.nrows);
-  tile.S =
-      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.HV + x.vh) * p.V + x.r0) * K;
+  TState* const slot_state = static_cast<TState*>(p.state) + static_cast<int64_t>(slot) * p.HV * p.V * K;
+  tile.S = slot_state + (static_cast<int64_t>(x.vh) * p.V + x.r0) * K;
+  tile.sr = sr_slot(p.sr, slot, slot_state);
   tile.request(x);
   Tok t;
   t.prepare(p, raw);

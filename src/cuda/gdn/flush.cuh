@@ -338,6 +338,8 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   // the fold the registers hold the state rows.
   Tok t;
   token_from_smem(t, sTk, sTq, sTa, sTal, lr);
+  const SrSlot sr = sr_slot(p.sr, slot, static_cast<TState*>(p.state) +
+                                            static_cast<int64_t>(slot) * p.HV * p.V * K);
   if constexpr (!KDA) t.alpha[0] = sHd[1];
   t.beta = sHd[2];
   const TIn* const vin = static_cast<const TIn*>(p.v) + (static_cast<int64_t>(b) * p.HV + vh) * p.V;
@@ -350,7 +352,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
     const float2 yu = delta_rule_row(s[i], t, vv);
     if (!valid) continue;
     if (lr == 0) y[v0 + r] = from_f32<TIn>(yu.x);
-    store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
+    store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i], sr);
     if (EXACT && p.copy) {  // a 16-bit read copy, rounded from the same fp32 row (quantised
                             // copies are encoded after the launch: split_modes.h)
       const int64_t off = (sv * p.V + v0 + r) * K;

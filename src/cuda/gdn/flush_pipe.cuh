@@ -171,6 +171,8 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
   t.beta = B[sm.head + 2];
   const int64_t sv = static_cast<int64_t>(it.slot) * p.HV + it.vh;
   TState* const S = static_cast<TState*>(p.state) + (sv * p.V + it.v0) * K;
+  const SrSlot sr = sr_slot(p.sr, it.slot, static_cast<TState*>(p.state) +
+                                               static_cast<int64_t>(it.slot) * p.HV * p.V * K);
   TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(it.b) * p.HV + it.vh) * p.V;
   float vv[RPT];
 #pragma unroll
@@ -181,7 +183,7 @@ __device__ __forceinline__ void consume_item(const StepParams& p, const FlushPip
     const float2 yu = delta_rule_row(s[i], t, vv[i]);
     if (r >= it.nrows) continue;
     if (lr == 0) y[it.v0 + r] = from_f32<TIn>(yu.x);
-    store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i]);
+    store_row<TState, Lay>(S + static_cast<int64_t>(r) * K, lr, s[i], sr);
   }
 }
 

@@ -156,6 +156,10 @@ StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, co
   p.y = c.y.data;
   p.slot_ids = rows.slot_ids.ptr<int32_t>();
   p.beta_bf16 = layer.beta_bf16;
+  if (cache.mode.uses_sr()) {  // fp16sr/fp16sr: the float16 checkpoint's writes round stochastically
+    p.sr.seeds = cache.sr.seeds.ptr<int64_t>();
+    p.sr.steps = cache.sr.steps.ptr<int32_t>();
+  }
   return p;
 }
 
@@ -597,7 +601,10 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   }
   const int64_t R = cursors.config.rows();
   const bool group = plan.kernel == 2;
-  check<UnsupportedError>(only == 0 || group, op, ": split state modes run on the group kernel, "
+  // Split modes keep every record's v and beta in the ring (gdn.h; fp16sr/fp16sr too, whose
+  // flush needs no exact u but whose ring is the same as every split mode's).
+  const bool ring_vb = only != 0 || is_sr16(cache.mode);
+  check<UnsupportedError>(!ring_vb || group, op, ": split state modes run on the group kernel, "
                           "but the plan selects kernel ", plan.kernel);
   const ReplaySmem sm(R, d.head_k_dim, c.kda ? d.head_k_dim : 1, plan.rows_per_block,
                       dtype_size(c.state_dtype));
@@ -616,7 +623,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   p.only = only;
   p.copy = copy.data;
   p.copy_f16 = copy.dtype == kF16;
-  if (only != 0) {
+  if (ring_vb) {
     p.ring_v = cache.ring_v.ptr<float>();
     p.ring_beta = cache.ring_beta.ptr<float>();
   }
@@ -726,13 +733,22 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const char* op = "gdn.replay_step (cuda)";
   const Dims& d = layer.dims;
-  const bool quant = check_split(cache.mode, cache.state, cache.read, d.num_v_heads,
-                                 d.head_v_dim, d.head_k_dim, /*quant=*/true, op);
   const int64_t R = cursors.config.rows(), slots = cache.state.shape[0];
   validate::expect(cache.ring_v, arg(op, "ring_v (split mode)").c_str(),
                    {slots, d.num_v_heads, R, d.head_v_dim}, {kF32}, Device::kCUDA);
   validate::expect(cache.ring_beta, arg(op, "ring_beta (split mode)").c_str(),
                    {slots, d.num_v_heads, R}, {kF32}, Device::kCUDA);
+  // fp16sr/fp16sr: ordinary steps read the checkpoint itself, so the ring's u (computed from it)
+  // is the recurrence's own and the float16-state step runs as it is (its flush folds ring u;
+  // v and beta are kept as in every split mode).
+  if (is_sr16(cache.mode)) {
+    check_sr16(cache.state, d.num_v_heads, d.head_v_dim, d.head_k_dim, op);
+    return run_sr16(cache.sr, cursors, rows, cache.state.shape[0], [&] {
+      replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
+    });
+  }
+  const bool quant = check_split(cache.mode, cache.state, cache.read, d.num_v_heads,
+                                 d.head_v_dim, d.head_k_dim, /*quant=*/true, op);
   if (quant)  // the flush recomputes u from the ring's v and beta, then the copy is encoded
     return run_split_quant(cache, cursors, rows, d.num_v_heads, d.head_v_dim, d.head_k_dim,
                            [&](Cache& c, int8_t only, const StateBuffer* q, bool nvfp4) {
@@ -745,7 +761,7 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
 }
 
 void reset_slots(Cache& cache, const Rows& rows) {
-  zero_split_slots(cache.state, cache.mode, cache.read, rows, "gdn.reset_slots (cuda)");
+  zero_split_slots(cache.state, cache.mode, cache.read, cache.sr, rows, "gdn.reset_slots (cuda)");
 }
 
 }  // namespace replayssm::cuda::gdn

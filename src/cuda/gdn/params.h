@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/common/sr_keys.h"
+
 namespace replayssm::cuda::gdn {
 
 struct StepParams {
@@ -62,6 +64,8 @@ struct StepParams {
   // copy (codes [slots, HV, V, K] e4m3, or [slots, HV, V, K/2] packed E2M1) with its scales
   const void* read_scales = nullptr;  ///< fp8: [slots, HV, V] float32; nvfp4: [.., V, K/16] E4M3
   const float* read_global = nullptr; ///< nvfp4: [slots, HV] float32 global scales
+  // fp16sr/fp16sr: the float16 checkpoint's writes (conventional, flush) rounded stochastically
+  SrKeysDev sr;
 };
 
 }  // namespace replayssm::cuda::gdn

@@ -127,6 +127,9 @@ __global__ void __launch_bounds__(kMaxThreads) replay_kernel(const StepParams p)
                              static_cast<TState*>(p.state) + (sv * p.V + x.r0) * K, bars[x.warp],
                              p.bulk_copy, p.rows_per_thread};
   tile.request(x);
+  if (flush)
+    tile.sr = sr_slot(p.sr, slot, static_cast<TState*>(p.state) +
+                                      static_cast<int64_t>(slot) * p.HV * p.V * K);
   Tok t;
   t.load(p, x.b, x.vh, x.lr);
   float vv[kMaxRowsPerThread];

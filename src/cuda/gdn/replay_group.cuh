@@ -606,7 +606,10 @@ __global__ void __launch_bounds__(
                 if (!flush) p.ring_u[rec + row0 + r] = yu.y;
                 if (!flush && p.ring_v) p.ring_v[rec + row0 + r] = vv;
               }
-              if (flush) store_row<TState, Lay>(rows_of(vh, row0) + static_cast<int64_t>(r) * K, lr, s[f]);
+              if (flush)
+                store_row<TState, Lay>(rows_of(vh, row0) + static_cast<int64_t>(r) * K, lr, s[f],
+                                       sr_slot(p.sr, slot, static_cast<TState*>(p.state) +
+                                                               static_cast<int64_t>(slot) * p.HV * p.V * K));
             }
           }
         }

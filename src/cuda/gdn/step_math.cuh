@@ -12,6 +12,7 @@
 
 #include "cuda/common/dtypes.cuh"
 #include "cuda/common/row_layout.cuh"
+#include "cuda/common/sr_store.cuh"
 #include "cuda/common/warp.cuh"
 #include "cuda/gdn/params.h"
 
@@ -172,12 +173,14 @@ __device__ __forceinline__ void lane_cols(const float* row, int lr, float* out) 
     }
 }
 
-/// Streams one lane's chunks of a state row back to global memory (rounded to TState).
+/// Streams one lane's chunks of a state row back to global memory (rounded to TState; a float16
+/// checkpoint of a slot with SR keys stochastically, sr_store.cuh).
 template <class TState, class Lay>
-__device__ __forceinline__ void store_row(TState* row, int lr, const float* s) {
+__device__ __forceinline__ void store_row(TState* row, int lr, const float* s,
+                                          const SrSlot& sr = SrSlot{}) {
 #pragma unroll
   for (int c = 0; c < Lay::kChunksPerLane; ++c)
-    store16_stream(row + Lay::col(c, lr), &s[c * Lay::kVec]);
+    store16_state(row + Lay::col(c, lr), &s[c * Lay::kVec], sr);
 }
 
 }  // namespace replayssm::cuda::gdn

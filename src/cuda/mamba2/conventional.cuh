@@ -9,6 +9,7 @@
 
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/dtypes.cuh"
+#include "cuda/common/sr_store.cuh"
 #include "cuda/mamba2/layout.cuh"
 #include "cuda/mamba2/params.h"
 #include "cuda/mamba2/step_math.cuh"
@@ -48,8 +49,9 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
     return;
   }
   const int g = hd / p.heads_per_group;
-  TState* S =
-      static_cast<TState*>(p.state) + ((static_cast<int64_t>(slot) * p.H + hd) * p.P + p0) * N;
+  TState* const slot_state = static_cast<TState*>(p.state) + static_cast<int64_t>(slot) * p.H * p.P * N;
+  TState* S = slot_state + (static_cast<int64_t>(hd) * p.P + p0) * N;
+  const SrSlot sr = sr_slot(p.sr, slot, slot_state);
 
   extern __shared__ __align__(16) float conv_smem[];
   TState* tile = reinterpret_cast<TState*>(conv_smem);  // [rows_per_block][N]
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(kMaxThreads) conventional_kernel(const StepPar
       if (lr == 0) y[r] = from_f32<TIn>(output_of(sum, Dh, p.has_D, xv[i], p.has_z, zv[i]));
 #pragma unroll
       for (int c = 0; c < Lay::kChunksPerLane; ++c)
-        store16_stream(S + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[c * VEC]);
+        store16_state(S + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[c * VEC], sr);
     }
   }
 }

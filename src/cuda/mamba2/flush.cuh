@@ -313,6 +313,8 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
   // Row i of the thread is grp + i * pass: 32-bit offsets from the item's first row.
   const int64_t row0 = sh * p.P + m.p0;
   TState* const S = static_cast<TState*>(p.state) + row0 * N;
+  const SrSlot sr =
+      sr_slot(p.sr, m.slot, static_cast<TState*>(p.state) + static_cast<int64_t>(m.slot) * p.H * p.P * N);
   TIn* const y = static_cast<TIn*>(p.y) + (static_cast<int64_t>(m.b) * p.H + m.hd) * p.P + m.p0;
   float bv[COLS], cv[COLS];
 #pragma unroll
@@ -334,7 +336,7 @@ __device__ __forceinline__ void fold(const StepParams& p, const FlushSmem& sm, f
     const int r = grp + i * pass;
     if (r < nrows)
 #pragma unroll
-      for (int c = 0; c < CPL; ++c) store16_stream(S + r * N + Lay::col(c, lr), &s[i][c * VEC]);
+      for (int c = 0; c < CPL; ++c) store16_state(S + r * N + Lay::col(c, lr), &s[i][c * VEC], sr);
   }
   if (p.copy) {  // the read copy, rounded from the same new fp32 state
 #pragma unroll

@@ -141,6 +141,10 @@ StepParams base_params(const Layer& layer, const Cache& cache, const Call& c, co
   p.softplus = layer.dt_softplus;
   p.has_D = !layer.D.empty();
   p.has_z = !c.in.z.empty();
+  if (cache.mode.uses_sr()) {  // fp16sr/fp16sr: the float16 checkpoint's writes round stochastically
+    p.sr.seeds = cache.sr.seeds.ptr<int64_t>();
+    p.sr.steps = cache.sr.steps.ptr<int32_t>();
+  }
   return p;
 }
 
@@ -663,6 +667,12 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
     return replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
   const Dims& d = layer.dims;
   const char* op = "mamba2.replay_step (cuda)";
+  if (is_sr16(cache.mode)) {
+    check_sr16(cache.state, d.nheads, d.headdim, d.d_state, op);
+    return run_sr16(cache.sr, cursors, rows, cache.state.shape[0], [&] {
+      replay_launch(layer, cache, cursors, in, rows, y, forced, 0, {});
+    });
+  }
   if (check_split(cache.mode, cache.state, cache.read, d.nheads, d.headdim, d.d_state,
                   /*quant=*/true, op))
     return run_split_quant(cache, cursors, rows, d.nheads, d.headdim, d.d_state,

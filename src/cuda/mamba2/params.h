@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/common/sr_keys.h"
+
 namespace replayssm::cuda::mamba2 {
 
 struct StepParams {
@@ -53,6 +55,8 @@ struct StepParams {
   const void* read_scales = nullptr;   ///< nvfp4: E4M3 block scales [slots, H, P, N/16] uint8;
                                        ///< fp8: row scales [slots, H, P] float32
   const float* read_global = nullptr;  ///< nvfp4: global scales [slots, H] float32
+  // fp16sr/fp16sr: the float16 checkpoint's writes (conventional, flush) rounded stochastically
+  SrKeysDev sr;
 };
 
 }  // namespace replayssm::cuda::mamba2

@@ -454,9 +454,12 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_kernel(const StepPar
             if (!flush) rx[r] = from_f32<TRing>(xv);
           }
           if (flush) {
+            const SrSlot sr = sr_slot(p.sr, slot, static_cast<TState*>(p.state) +
+                                                      static_cast<int64_t>(slot) * p.H * p.P * N);
 #pragma unroll
             for (int c = 0; c < CPL; ++c)
-              store16_stream(S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[f][c * VEC]);
+              store16_state(S0 + static_cast<int64_t>(r) * N + Lay::col(c, lr), &s[f][c * VEC],
+                            sr);
           }
         }
       }

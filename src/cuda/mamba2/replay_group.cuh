@@ -450,9 +450,11 @@ __global__ void __launch_bounds__(kReplayThreads, 2) replay_group_kernel(const S
                     from_f32<TIn>(output_of(sum, hk[2], p.has_D, xv, p.has_z, z_at(k, r)));
               if (flush) {
                 TState* dst = S0 + (static_cast<int64_t>(k) * p.P + r) * N;
+                const SrSlot sr = sr_slot(p.sr, slot, static_cast<TState*>(p.state) +
+                                                          static_cast<int64_t>(slot) * p.H * p.P * RS);
 #pragma unroll
                 for (int cc = 0; cc < CPL; ++cc)
-                  store16_stream(dst + Lay::col(cc, lr), &s[f][cc * VEC]);
+                  store16_state(dst + Lay::col(cc, lr), &s[f][cc * VEC], sr);
                 if (p.copy) {  // the read copy, rounded from the same new fp32 state
                   const int64_t off = (sh0 + k) * p.P * N + static_cast<int64_t>(p0 + r) * N;
 #pragma unroll

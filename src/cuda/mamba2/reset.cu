@@ -6,7 +6,7 @@
 namespace replayssm::cuda::mamba2 {
 
 void reset_slots(Cache& cache, const Rows& rows) {
-  zero_split_slots(cache.state, cache.mode, cache.read, rows, "mamba2.reset_slots (cuda)");
+  zero_split_slots(cache.state, cache.mode, cache.read, cache.sr, rows, "mamba2.reset_slots (cuda)");
 }
 
 }  // namespace replayssm::cuda::mamba2
