@@ -46,15 +46,18 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     cache_.ring_k = device_view(a.alloc_n<float>(S * Hk * R * dk), DType::kF32, {S, Hk, R, dk});
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
     // Split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4 run in the library (the read
-    // copy, and each record's raw v and beta: the flush recomputes u from the checkpoint); other
-    // modes are emulated, split ones over fp32/fp16.
+    // copy, and each record's raw v and beta: the flush recomputes u from the checkpoint), and
+    // fp16sr/fp16sr (the float16 checkpoint and its SR keys; v and beta kept alike); other modes
+    // are emulated, split ones over fp32/fp16.
+    const int64_t ssm_layer = sh.ssm_layers;
     emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kGdn, a, S, Hv, dv, dk, sh.ssm_layers++);
     cache_.mode = emu_.library_mode();
     if (cache_.mode.is_split()) {
       cache_.ring_v = device_view(a.alloc_n<float>(S * Hv * R * dv), DType::kF32, {S, Hv, R, dv});
       cache_.ring_beta = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
-      cache_.read = alloc_read_copy(a, cache_.mode.read, S, Hv, dv, dk);
     }
+    if (cache_.mode.has_read_copy()) cache_.read = alloc_read_copy(a, cache_.mode.read, S, Hv, dv, dk);
+    if (cache_.mode.uses_sr()) cache_.sr = alloc_sr_keys(a, S, ssm_layer);
   }
 
   void forward(const bf16* x, float* residual, const DeviceStep& st) override {

@@ -67,8 +67,8 @@ struct ModelOptions {
 
 /// Whether the CUDA engine's kernels run state mode `state` (a ModelOptions::state name) on every
 /// SSM layer of `cfg` as it is (else the CUDA engine needs ModelOptions::emulate_state): fp32,
-/// bf16, fp16 and the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4, on Mamba-2 and
-/// GDN layers alike. ConfigError for an unknown name.
+/// bf16, fp16 and the split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 and fp16sr/fp16sr, on
+/// Mamba-2 and GDN layers alike. ConfigError for an unknown name.
 bool cuda_state_native(const ModelConfig& cfg, const std::string& state);
 
 /// Checks options against a config as Model::load does before reading any weight: ConfigError /
