@@ -32,8 +32,9 @@ struct GdnFamily {
         bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
                         dtype_size(st))) {
     // Split modes: ordinary steps read the copy and append v and beta (fp32) to the record.
+    // (fp16sr/fp16sr: they read the float16 checkpoint itself, no copy.)
     if (rd != StateFormat::kFp32) {
-      bytes.copy_bytes = state_format_bytes(rd, s.HV, s.V, s.K);
+      if (rd != StateFormat::kFp16Sr) bytes.copy_bytes = state_format_bytes(rd, s.HV, s.V, s.K);
       bytes.record_bytes += s.HV * s.V * 4 + s.HV * 4;
       if (rd == StateFormat::kFp8 || rd == StateFormat::kNvfp4)
         routes.pop_back();  // a quantised copy's ordinary rows run output-only
@@ -50,8 +51,8 @@ struct GdnFamily {
   }
   /// The ordinary launch's plan (split modes: over the read copy; kU8 stands for a quantised one).
   cg::Plan plan_replay(int64_t batch, int L) const {
-    const DType t = read == StateFormat::kFp32   ? state
-                    : read == StateFormat::kBf16 ? DType::kBF16
+    const DType t = read == StateFormat::kFp32 || read == StateFormat::kFp16Sr ? state
+                    : read == StateFormat::kBf16                               ? DType::kBF16
                     : read == StateFormat::kFp16 ? DType::kF16
                                                  : DType::kU8;
     return cg::plan_replay(dims, batch, L, t);

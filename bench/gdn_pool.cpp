@@ -128,8 +128,9 @@ gdn::Cache GdnPool::cache() const {
     }
   }
   if (split()) {
-    c.mode = StateMode{StateFormat::kFp32, read_f_, false};
+    c.mode = read_.mode();
     c.read = read_.buffer();
+    c.sr = read_.sr();
   }
   return c;
 }

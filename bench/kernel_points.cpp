@@ -17,6 +17,7 @@ int calls_per_graph(double smallest_call_bytes) {
 }
 
 std::string state_name(DType t, StateFormat read) {
+  if (read == StateFormat::kFp16Sr && t == DType::kF16) return "fp16sr/fp16sr";
   if (read != StateFormat::kFp32) {
     if (t != DType::kF32 || read == StateFormat::kFp16Sr)
       throw BenchError(std::string("read copy ") + state_format_name(read) + " of a " +

@@ -53,18 +53,20 @@ struct KernelsArgs {
   bool dense_slots = false;
 };
 
-constexpr const char* kStates = "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8 or fp32/nvfp4";
+constexpr const char* kStates =
+    "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 or fp16sr/fp16sr";
 
 DType state_dtype(const std::string& s) {
   if (s == "fp32" || s == "fp32/bf16" || s == "fp32/fp16" || s == "fp32/fp8" ||
       s == "fp32/nvfp4")
     return DType::kF32;
-  if (s == "fp16") return DType::kF16;
+  if (s == "fp16" || s == "fp16sr/fp16sr") return DType::kF16;
   if (s == "bf16") return DType::kBF16;
   throw BenchError("--state " + s + ": expected " + kStates);
 }
 
-/// The read copy of a split mode (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4), else kFp32.
+/// The read copy of a split mode (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4; kFp16Sr for
+/// fp16sr/fp16sr, whose checkpoint is its own read copy), else kFp32.
 StateFormat read_format(const std::string& s) {
   return s.find('/') == std::string::npos ? StateFormat::kFp32 : parse_state_mode(s).read;
 }
@@ -414,10 +416,11 @@ int main(int argc, char** argv) {
               "batch - 1 (a peer's dense batch, e.g. FLA's) instead of a random permutation of "
               "the pool");
   k->add_option("--state", a.state,
-                "state / checkpoint dtype, or a split mode with a read copy (fp32/bf16, "
-                "fp32/fp16, fp32/fp8, fp32/nvfp4)")
+                "state / checkpoint dtype, a split mode with a read copy (fp32/bf16, "
+                "fp32/fp16, fp32/fp8, fp32/nvfp4), or fp16sr/fp16sr (a float16 checkpoint "
+                "written with stochastic rounding)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16", "fp32/fp8",
-                             "fp32/nvfp4"}));
+                             "fp32/nvfp4", "fp16sr/fp16sr"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
   k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");
   k->add_option("--seed", a.seed, "random seed of inputs, slots and phases")

@@ -32,7 +32,9 @@ struct Mamba2Family {
         state(st),
         read(rd),
         bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {
-    if (rd != StateFormat::kFp32) bytes.copy_bytes = state_format_bytes(rd, s.H, s.P, s.N);
+    // (fp16sr/fp16sr: ordinary steps read the float16 checkpoint itself, no copy.)
+    if (rd != StateFormat::kFp32 && rd != StateFormat::kFp16Sr)
+      bytes.copy_bytes = state_format_bytes(rd, s.H, s.P, s.N);
     if (quantised(rd)) routes.pop_back();  // a quantised copy's ordinary rows run output-only
   }
 

@@ -118,8 +118,9 @@ mamba2::Cache Mamba2Pool::cache() const {
   mamba2::Cache c;
   c.state = view(state_, 0, state_t_, {nslots_, d.nheads, d.headdim, d.d_state});
   if (read_ != StateFormat::kFp32) {
-    c.mode = StateMode{StateFormat::kFp32, read_, false};
+    c.mode = copy_.mode();
     c.read = copy_.buffer();
+    c.sr = copy_.sr();
   }
   if (L_ > 0) {
     c.ring_x = view(ring_x_, 0, kBF16, {nslots_, d.nheads, L_, d.headdim});

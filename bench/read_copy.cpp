@@ -27,6 +27,11 @@ ReadCopy::ReadCopy(StateFormat f, int64_t slots, int64_t heads, int64_t rows, in
     BENCH_CUDA(cudaMemsetAsync(scales_.get(), 0x38, m / 16, stream));  // E4M3 1.0
     global_ = DeviceMemory(nbytes(slots * heads, DType::kF32));
     fill_uniform(global_.get(), DType::kF32, slots * heads, 0.001f, 0.01f, seed + 1, stream);
+  } else if (f == StateFormat::kFp16Sr) {
+    values_ = DeviceMemory(nbytes(slots, DType::kI64));  // seeds: any bits
+    scales_ = DeviceMemory(nbytes(slots, DType::kI32));  // step counters from 0
+    BENCH_CUDA(cudaMemsetAsync(values_.get(), 0x5a, nbytes(slots, DType::kI64), stream));
+    BENCH_CUDA(cudaMemsetAsync(scales_.get(), 0, nbytes(slots, DType::kI32), stream));
   } else if (f != StateFormat::kFp32) {
     throw BenchError(std::string("a ") + state_format_name(f) + " read copy is not benchmarked");
   }
@@ -43,11 +48,22 @@ StateBuffer ReadCopy::buffer() const {
   } else if (f_ == StateFormat::kFp8) {
     b.values = device_view(values_, 0, u8, {S, H, P, N});
     b.scales.rows = device_view(scales_, 0, f32, {S, H, P});
-  } else if (f_ != StateFormat::kFp32) {
+  } else if (f_ == StateFormat::kBf16 || f_ == StateFormat::kFp16) {
     b.values = device_view(values_, 0, f_ == StateFormat::kBf16 ? DType::kBF16 : DType::kF16,
                            {S, H, P, N});
   }
   return b;
+}
+
+StateMode ReadCopy::mode() const {
+  if (f_ == StateFormat::kFp16Sr) return StateMode{StateFormat::kFp16Sr, StateFormat::kFp16Sr, false};
+  return StateMode{StateFormat::kFp32, f_, false};
+}
+
+SrKeys ReadCopy::sr() const {
+  if (f_ != StateFormat::kFp16Sr) return SrKeys{};
+  return SrKeys{device_view(values_, 0, DType::kI64, {slots_}),
+                device_view(scales_, 0, DType::kI32, {slots_})};
 }
 
 }  // namespace replayssm::bench
