@@ -249,11 +249,13 @@ int generate(const GenerateOptions& o) {
                  : ", L " + std::to_string(main_run.ring),
              batch_size(opt, reqs.size()),
              opt.state == "fp32" || opt.state == "fp32/fp32" ? "" : ", state " + opt.state);
-  // A split mode (recurrence/read) at L = 1 flushes every step: its read copy is never read.
-  const bool split = opt.state.find('/') != std::string::npos && opt.state != "fp32/fp32";
+  // A split mode (recurrence/read) at L = 1 flushes every step: its read copy is never read
+  // (fp16sr/fp16sr has none: its ordinary steps read the checkpoint).
+  const bool split = opt.state.find('/') != std::string::npos && opt.state != "fp32/fp32" &&
+                     opt.state != "fp16sr/fp16sr";
   if (split && main_run.ring == 1 && opt.speculate == 0 && opt.ssm != "conventional")
     fmt::print("note: at L = 1 every step is a flush, so the {} read copy is never read (each "
-               "step folds its token into the fp32 checkpoint); {}\n",
+               "step folds its token into the checkpoint); {}\n",
                opt.state,
                opt.ring == 0 ? "the dispatcher chose L = 1 for this batch, -L 16 forces replay"
                              : "use -L >= 2 to read it");

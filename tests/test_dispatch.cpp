@@ -68,6 +68,14 @@ TEST(Dispatch, SplitModesWithAReadCopyReplayFromLargerBatches) {
   for (int64_t b : {32, 256, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kGdn, b, 8, StateFormat::kBf16), 8);
   for (int64_t b : {32, 63}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, StateFormat::kBf16), 1);
   for (int64_t b : {64, 512}) EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, b, 16, StateFormat::kBf16), 8);
+  // fp16sr/fp16sr: against its own L = 1 step (an SR write every step), from batch 8 / 8 / 32.
+  const StateFormat sr = StateFormat::kFp16Sr;
+  for (SsmFamily f : {SsmFamily::kMamba2, SsmFamily::kGdn}) {
+    for (int64_t b : {1, 7}) EXPECT_EQ(recommended_ring_length(f, b, 16, sr), 1);
+    for (int64_t b : {8, 256}) EXPECT_EQ(recommended_ring_length(f, b, 16, sr), 16);
+  }
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, 31, 16, sr), 1);
+  EXPECT_EQ(recommended_ring_length(SsmFamily::kKda, 32, 16, sr), 8);
 }
 
 // Quantised read copies (fp32/fp8, fp32/nvfp4): GDN from batch 128 whatever the state size, KDA

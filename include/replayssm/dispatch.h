@@ -62,6 +62,14 @@ const char* ssm_family_name(SsmFamily f);
 ///   KDA fp32/fp8, fp32/nvfp4 at L = 8 (bbcd087, precision-kda-L8-*-bbcd087.*): mixed 0.56x /
 ///     0.55x at batch 64, 0.86x / 0.81x at 256, 0.87x / 0.83x at 512 (its quantised ordinary
 ///     step is slower than the fp32 one): L = 1 at every batch.
+/// kFp16Sr (fp16sr/fp16sr: one float16 checkpoint, read as it is): L = 1 is its own conventional
+/// step, which writes the checkpoint with stochastic rounding every step (0.72-0.95x the fp32
+/// conventional step from batch 8), so the choice is between that and replay (H200, 2026-12-03,
+/// one call, bench/results/s29-sr16-kernels-*): Mamba-2 Nano-4B L = 1 / mixed at L = 16
+/// 7.4 / 10.3 µs at batch 1, 22.1 / 18.8 at 8, 74.8 / 37.5 at 32; GDN Qwen3.5-4B 4.4 / 11.0,
+/// 15.5 / 15.0, 48.0 / 34.4; KDA Kimi-Linear at L = 8 17.6 / 22.7 at 8, 59.4 / 58.6 at 32,
+/// 100.8 / 55.7 at 64: L = min(requested, 16) from batch 8 (Mamba-2, GDN), min(requested, 8)
+/// from 32 (KDA).
 /// `state_bytes`: bytes of one sequence's fp32 recurrent state in one layer (GDN: HV V K 4), or 0;
 /// Mamba-2 and KDA ignore it.
 /// Errors: ConfigError if requested < 1, batch < 0 or state_bytes < 0.

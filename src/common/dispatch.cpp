@@ -20,14 +20,16 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
   check<ConfigError>(requested >= 1, "requested ring length is ", requested, ", expected >= 1");
   check<ConfigError>(batch >= 0, "batch is ", batch, ", expected >= 0");
   check<ConfigError>(state_bytes >= 0, "state_bytes is ", state_bytes, ", expected >= 0");
-  const bool copy = read != StateFormat::kFp32;
+  // fp16sr/fp16sr: at L = 1 every step writes its checkpoint with stochastic rounding.
+  const bool sr16 = read == StateFormat::kFp16Sr;
+  const bool copy = read != StateFormat::kFp32 && !sr16;
   const bool quant = read == StateFormat::kFp8 || read == StateFormat::kNvfp4;
   switch (family) {
     case SsmFamily::kMamba2:
-      return batch >= (copy ? 64 : 16) ? std::min<int32_t>(requested, 16) : 1;
+      return batch >= (sr16 ? 8 : copy ? 64 : 16) ? std::min<int32_t>(requested, 16) : 1;
     case SsmFamily::kGdn: {
       const bool big = state_bytes >= (int64_t{4} << 20);
-      const int64_t from = quant ? 128 : copy ? (big ? 8 : 32) : (big ? 8 : 16);
+      const int64_t from = sr16 ? 8 : quant ? 128 : copy ? (big ? 8 : 32) : (big ? 8 : 16);
       return batch >= from ? std::min<int32_t>(requested, 16) : 1;
     }
     case SsmFamily::kKda:

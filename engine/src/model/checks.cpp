@@ -11,8 +11,9 @@ namespace replayssm::engine {
 
 int32_t auto_ring_length(const ModelConfig& cfg, int64_t batch, const std::string& state) {
   // "bf16" / "fp16" name the CUDA engine's 16-bit state (no read copy), not a precision.h mode.
+  // A split mode passes what its ordinary steps read (fp16sr/fp16sr: kFp16Sr, its checkpoint).
   StateFormat copy = StateFormat::kFp32;
-  if (state != "bf16" && state != "fp16" && engine_state_mode(state).has_read_copy())
+  if (state != "bf16" && state != "fp16" && engine_state_mode(state).is_split())
     copy = engine_state_mode(state).read;
   int32_t L = 16;
   for (BlockKind k : cfg.layers) {
