@@ -27,6 +27,17 @@ struct HostCopy {
   HostCopy& operator=(const HostCopy&) = delete;
 };
 
+/// The SR seeds of a pool: int64 [slots], slot s's seed base * 1000 + 17 s.
+inline DeviceBuffer sr_seeds(int64_t slots, uint64_t base) {
+  DeviceBuffer seeds(DType::kI64, {slots}, 81);
+  std::vector<int64_t> sv(static_cast<size_t>(slots));
+  for (int64_t s = 0; s < slots; ++s) sv[s] = static_cast<int64_t>(base * 1000 + 17 * s);
+  std::vector<uint8_t> raw(sv.size() * 8);  // (set_values takes doubles: uploaded as bytes)
+  std::memcpy(raw.data(), sv.data(), raw.size());
+  seeds.upload(raw);
+  return seeds;
+}
+
 /// |a - b| in float16 steps (0 when equal; the codes ordered as the values they encode).
 inline int f16_steps(uint16_t a, uint16_t b) {
   auto ordered = [](uint16_t h) {
@@ -63,6 +74,30 @@ inline void expect_sr16_slot(const uint16_t* gpu, const uint16_t* cpu, const uin
   }
   EXPECT_LE(differ, n / 100) << "slot " << slot << ": " << differ << " of " << n
                              << " stochastically rounded elements differ from the CPU's";
+}
+
+/// The step's outputs [batch, per_row]: pad rows (ids < 0) exactly 0; real rows equal to the CPU
+/// twin's `cpu` within float32 reordering (both read the same float16 checkpoint and ring:
+/// 2e-4 of the step's largest |output| + 1e-5). Each real row is counted into `flush_rows` when
+/// flushed(slot), else `ordinary_rows`.
+template <class Flushed>
+void expect_sr16_outputs(const std::vector<double>& gpu, const std::vector<double>& cpu,
+                         const std::vector<int32_t>& ids, int64_t per_row, Flushed&& flushed,
+                         int& flush_rows, int& ordinary_rows) {
+  const int64_t batch = static_cast<int64_t>(ids.size());
+  double scale = 0.0;
+  for (int64_t i = 0; i < batch * per_row; ++i)
+    if (ids[i / per_row] >= 0) scale = std::max(scale, std::abs(cpu[i]));
+  for (int64_t b = 0; b < batch; ++b) {
+    if (ids[b] < 0) {
+      for (int64_t i = 0; i < per_row; ++i) ASSERT_EQ(gpu[b * per_row + i], 0.0) << "pad row " << b;
+      continue;
+    }
+    (flushed(ids[b]) ? flush_rows : ordinary_rows)++;
+    for (int64_t i = 0; i < per_row; ++i)
+      ASSERT_NEAR(gpu[b * per_row + i], cpu[b * per_row + i], 2e-4 * scale + 1e-5)
+          << "row " << b << " (slot " << ids[b] << ") output " << i;
+  }
 }
 
 }  // namespace replayssm::testing::cuda_test

@@ -254,6 +254,20 @@ inline void fill_pool_garbage(std::initializer_list<DeviceBuffer*> data, DeviceB
   flush.set_values(f);
 }
 
+/// Starts sequences on `slots` of a pool through the public API: the family's reset_slots on
+/// `cache` (found by argument-dependent lookup: mamba2:: or gdn::; the mode's buffers too) and
+/// replayssm::reset of the cursors; synchronises.
+template <class Cache>
+void start_sequences(Cache cache, RingCursors cursors, const std::vector<int32_t>& slots) {
+  DeviceBuffer ids(DType::kI32, {static_cast<int64_t>(slots.size())}, 178);
+  ids.set_values(std::vector<double>(slots.begin(), slots.end()));
+  Rows rows;
+  rows.slot_ids = ids.view();
+  reset_slots(cache, rows);
+  replayssm::reset(cursors, rows);
+  cuda::device_synchronize();
+}
+
 // ---- Mamba-2 device containers
 // ---------------------------------------------------------------------
 

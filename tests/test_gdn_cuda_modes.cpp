@@ -77,17 +77,7 @@ void run_split(const Shape& shape, Gate gate, DType in, StateFormat read, int L,
   };
   const std::vector<int32_t> owned{1, 3, 5, 7};  // slots 0, 2, 4, 6, 8 are never in a batch
   reset_slots(fp32, owned);
-  {
-    DeviceBuffer ids(DType::kI32, {4}, 178);
-    ids.set_values(std::vector<double>(owned.begin(), owned.end()));
-    Rows rows;
-    rows.slot_ids = ids.view();
-    gdn::Cache c = split_cache();
-    gdn::reset_slots(c, rows);
-    RingCursors cur = split.cursors();
-    replayssm::reset(cur, rows);
-    cuda::device_synchronize();
-  }
+  cuda_test::start_sequences(split_cache(), split.cursors(), owned);
   for (int32_t slot : owned)  // reset_slots zeroes every byte of the copy (codes and scales)
     for (const auto& t : copy_slot(copy_bytes(), slot))
       for (uint8_t byte : t) ASSERT_EQ(byte, 0) << "reset_slots left a byte of slot " << slot;

@@ -45,15 +45,8 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
   DevPool gpu(s, L, rng);
   const int64_t slots = s.slots, n = shape.HV * shape.V * shape.K, HVV = shape.HV * shape.V;
   DeviceBuffer ring_v(kF32, {slots, shape.HV, L, shape.V}, 191),
-      ring_beta(kF32, {slots, shape.HV, L}, 192), seeds(DType::kI64, {slots}, 193),
-      sr_steps(DType::kI32, {slots}, 194);
-  {
-    std::vector<int64_t> sv(slots);  // (int64: uploaded as bytes, set_values takes doubles)
-    for (int64_t k = 0; k < slots; ++k) sv[k] = static_cast<int64_t>(seed_base * 1000 + 17 * k);
-    std::vector<uint8_t> raw(slots * 8);
-    std::memcpy(raw.data(), sv.data(), raw.size());
-    seeds.upload(raw);
-  }
+      ring_beta(kF32, {slots, shape.HV, L}, 192), sr_steps(DType::kI32, {slots}, 194);
+  const DeviceBuffer seeds = cuda_test::sr_seeds(slots, seed_base);
   auto gpu_cache = [&] {
     gdn::Cache c = gpu.cache();
     c.mode = mode;
@@ -63,17 +56,7 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
     return c;
   };
   const std::vector<int32_t> owned{1, 3, 5, 7};
-  {
-    DeviceBuffer ids(DType::kI32, {4}, 178);
-    ids.set_values(std::vector<double>(owned.begin(), owned.end()));
-    Rows rows;
-    rows.slot_ids = ids.view();
-    gdn::Cache c = gpu_cache();
-    gdn::reset_slots(c, rows);
-    RingCursors cur = gpu.cursors();
-    replayssm::reset(cur, rows);
-    cuda::device_synchronize();
-  }
+  cuda_test::start_sequences(gpu_cache(), gpu.cursors(), owned);
   const HostCopy A_log(layer.A_log), dt_bias(layer.dt_bias);
   gdn::Layer cpu_layer = layer.layer;
   cpu_layer.A_log = A_log.view;
@@ -122,19 +105,10 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
       if (::testing::Test::HasFatalFailure()) return;
     }
     const std::vector<double> y = st.y.values(), yc = cuda_test::decode_all(kF32, ty.bytes);
-    double scale = 0.0;
-    for (int64_t i = 0; i < batch * HVV; ++i)
-      if (ids[i / HVV] >= 0) scale = std::max(scale, std::abs(yc[i]));
-    for (int64_t b = 0; b < batch; ++b) {
-      if (ids[b] < 0) {
-        for (int64_t i = 0; i < HVV; ++i) ASSERT_EQ(y[b * HVV + i], 0.0) << "pad row " << b;
-        continue;
-      }
-      (gpu.cursor(before, ids[b]).is_flush ? w.flush_rows : w.ordinary_rows)++;
-      for (int64_t i = 0; i < HVV; ++i)
-        ASSERT_NEAR(y[b * HVV + i], yc[b * HVV + i], 2e-4 * scale + 1e-5)
-            << "row " << b << " (slot " << ids[b] << ") output " << i;
-    }
+    cuda_test::expect_sr16_outputs(
+        y, yc, ids, HVV, [&](int32_t slot) { return gpu.cursor(before, slot).is_flush; },
+        w.flush_rows, w.ordinary_rows);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_TRUE(gpu.guards_intact() && layer.guards_intact() && ring_v.guards_intact() &&
               ring_beta.guards_intact() && seeds.guards_intact() && sr_steps.guards_intact())

@@ -52,14 +52,8 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
   const RingConfig cfg{L, 1, RingMode::kDecode};
   DevLayer layer(prm);
   DevPool gpu(shape, slots, L, kF16, kF32, rng);
-  DeviceBuffer seeds(DType::kI64, {slots}, 81), sr_steps(DType::kI32, {slots}, 82);
-  {
-    std::vector<int64_t> sv(slots);  // (int64: uploaded as bytes, set_values takes doubles)
-    for (int64_t s = 0; s < slots; ++s) sv[s] = static_cast<int64_t>(seed_base * 1000 + 17 * s);
-    std::vector<uint8_t> raw(slots * 8);
-    std::memcpy(raw.data(), sv.data(), raw.size());
-    seeds.upload(raw);
-  }
+  DeviceBuffer sr_steps(DType::kI32, {slots}, 82);
+  const DeviceBuffer seeds = sr_seeds(slots, seed_base);
   auto gpu_cache = [&] {
     mamba2::Cache c = gpu.cache();
     c.mode = mode;
@@ -71,17 +65,7 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
   modes::ModeBuffers mb(mode, slots, shape.H, shape.P, shape.N, 5);
   const mamba2::Layer cpu_layer = prm.layer();
   const std::vector<int32_t> owned{1, 3, 5, 7};
-  {
-    DeviceBuffer idb(DType::kI32, {4}, 95);
-    idb.set_values(std::vector<double>(owned.begin(), owned.end()));
-    Rows rows;
-    rows.slot_ids = idb.view();
-    mamba2::Cache c = gpu_cache();
-    mamba2::reset_slots(c, rows);
-    RingCursors cur = gpu.cursors(cfg);
-    replayssm::reset(cur, rows);
-    cuda::device_synchronize();
-  }
+  start_sequences(gpu_cache(), gpu.cursors(cfg), owned);
   const int64_t batch = 6;
   DevStep st(prm, batch);
   m2::Inputs host(prm, batch, 1);
@@ -141,20 +125,12 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
       expect_sr16_slot(sg + slot * n, sc + slot * n, s0 + slot * n, n, slot, flushed);
       if (::testing::Test::HasFatalFailure()) return;
     }
-    double scale = 0.0;
-    for (int64_t b = 0; b < batch; ++b)
-      if (ids[b] >= 0)
-        for (int64_t i = 0; i < HP; ++i) scale = std::max(scale, std::abs(host.y_at(b, 0, i)));
-    for (int64_t b = 0; b < batch; ++b) {
-      if (ids[b] < 0) {
-        for (int64_t i = 0; i < HP; ++i) ASSERT_EQ(y[b * HP + i], 0.0) << "pad row " << b;
-        continue;
-      }
-      (gpu.cursor(before, ids[b]).is_flush ? w.flush_rows : w.ordinary_rows)++;
-      for (int64_t i = 0; i < HP; ++i)
-        ASSERT_NEAR(y[b * HP + i], host.y_at(b, 0, i), 2e-4 * scale + 1e-5)
-            << "row " << b << " (slot " << ids[b] << ") output " << i;
-    }
+    std::vector<double> yc(batch * HP);
+    for (int64_t i = 0; i < batch * HP; ++i) yc[i] = host.y.get(i);
+    expect_sr16_outputs(y, yc, ids, HP,
+                        [&](int32_t slot) { return gpu.cursor(before, slot).is_flush; },
+                        w.flush_rows, w.ordinary_rows);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_TRUE(gpu.guards_intact() && st.guards_intact() && layer.guards_intact() &&
               seeds.guards_intact() && sr_steps.guards_intact())
