@@ -34,7 +34,7 @@ struct ModelOptions {
   ///   split modes "<recurrence>/<read>" (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4,
   ///     fp16sr/nvfp4, fp8/nvfp4, fp32/fp8): ssm kReplay only; the checkpoint in the recurrence
   ///     format, ordinary steps read the read copy. CPU: every SSM layer; CUDA kernels:
-  ///     fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 (Mamba-2 and GDN layers).
+  ///     fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr (Mamba-2 and GDN layers).
   ///   shared baselines "shared-<f>" (fp16, bf16, fp8, nvfp4): ssm kConventional only; CPU, or
   ///     CUDA with emulate_state.
   /// A shared name with kReplay or a split name with kConventional: ConfigError; an unknown name:
