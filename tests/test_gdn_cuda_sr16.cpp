@@ -119,7 +119,7 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
 TEST(GdnCudaSr16, StepsMatchTheCpuBackendAndItsStochasticRounding) {
   RSSM_SKIP_WITHOUT_CUDA();
   for (Gate gate : {Gate::kScalar, Gate::kChannel})
-    for (int L : {4, 16}) {
+    for (int L : {2, 4, 16}) {
       SCOPED_TRACE("L " + std::to_string(L));
       Walk w;
       walk(kGpuSmall, gate, L, 3 * L + 5, test_seed(17101 + L), 3, w);

@@ -80,6 +80,11 @@ struct Tokens {
 ///     CUDA backend runs the fp32 conventional step and leaves `read` as it is). With
 ///     an fp32 recurrence a flushed checkpoint therefore equals the conventional fp32 state of the
 ///     same tokens bit for bit. Ring cost: R (HV V + HV) * 4 more bytes per slot.
+///     fp16sr/fp16sr on CUDA: ordinary steps read the float16 checkpoint itself, so their ring_u
+///     is the recurrence's own and the flush folds it (no exact recompute; the CPU backend
+///     recomputes, equal within float32 reordering); ring_v and ring_beta are still required and
+///     written, as for every split mode; at L = 1 the float16 conventional step runs, its
+///     checkpoint written with stochastic rounding.
 ///   shared-<f> (conventional_step only): state is the one state in format f (nvfp4: uint8
 ///     [slots, HV, V, K/2] with state_scales.blocks and .global), decoded, updated in float32 and
 ///     re-encoded every step.

@@ -30,7 +30,8 @@ void state_mode_runs(const StateMode& mode, StateOp op, Device device, const cha
                           mode.name(),
                           "' is not supported by the CUDA backend yet (it runs fp32/fp32, "
                           "float16/bfloat16 state dtypes and, for replay, fp32/bf16, "
-                          "fp32/fp16, fp16sr/fp16sr", cuda_quant ? ", fp32/fp8 and fp32/nvfp4" : "",
+                          "fp32/fp16", cuda_quant ? ", fp16sr/fp16sr, fp32/fp8 and fp32/nvfp4"
+                                                  : " and fp16sr/fp16sr",
                           "); use CPU tensors");
   check<UnsupportedError>(op != StateOp::kVerify, op_name, ": state mode '", mode.name(),
                           "' is not built for verify yet, expected fp32/fp32");

@@ -1,3 +1,4 @@
+// The SR step counters' device updates (sr_steps.h): one thread per batch row.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,12 +20,14 @@ __global__ void sr_steps_kernel(int32_t* __restrict__ steps, const int32_t* __re
   if (reset) {
     steps[slot] = 0;
   } else if (is_flush == nullptr || is_flush[slot] != 0) {
-    steps[slot] = static_cast<int32_t>(static_cast<uint32_t>(steps[slot]) + 1u);
+    // Atomic: a slot given twice (the device ids are checked only when host checks are on)
+    // advances once per row, as on the CPU.
+    atomicAdd(reinterpret_cast<unsigned int*>(steps + slot), 1u);
   }
 }
 
-void launch(const SrKeys& sr, const Rows& rows, const int8_t* is_flush, int64_t slots, bool reset,
-            const char* what) {
+void enqueue_steps(const SrKeys& sr, const Rows& rows, const int8_t* is_flush, int64_t slots,
+                   bool reset, const char* what) {
   const int64_t batch = rows.slot_ids.shape[0];
   if (batch == 0 || slots == 0) return;
   constexpr int kThreads = 128;
@@ -38,11 +41,11 @@ void launch(const SrKeys& sr, const Rows& rows, const int8_t* is_flush, int64_t 
 }  // namespace
 
 void sr_advance(const SrKeys& sr, const Rows& rows, const int8_t* is_flush, int64_t slots) {
-  launch(sr, rows, is_flush, slots, false, "sr_advance kernel");
+  enqueue_steps(sr, rows, is_flush, slots, false, "sr_advance kernel");
 }
 
 void sr_reset(const SrKeys& sr, const Rows& rows, int64_t slots) {
-  launch(sr, rows, nullptr, slots, true, "sr_reset kernel");
+  enqueue_steps(sr, rows, nullptr, slots, true, "sr_reset kernel");
 }
 
 }  // namespace replayssm::cuda
