@@ -288,11 +288,15 @@ int generate(const GenerateOptions& o) {
   const auto& conv = replay_main ? cmp : main_run;
   const auto& rep = replay_main ? main_run : cmp;
   // Only the fp32 state (fp32/fp32), or a ring of 1 (ReplaySSM then runs the conventional
-  // kernel), makes the two runs the same arithmetic up to summation order; any other state rounds
-  // differently in the two modes (a read copy, a shared low-precision state, a 16-bit state
-  // rounded every step conventionally but at each flush with ReplaySSM), so a divergence then
-  // measures the state's rounding: reported with the states named, not an error.
-  const bool exact = rep.ring == 1 || (!sixteen && parse_state_mode(opt.state).is_default());
+  // kernel) over a recurrence the comparison shares (fp32, or the same 16-bit state), makes the
+  // two runs the same arithmetic up to summation order; any other state rounds differently in the
+  // two modes (a read copy, a shared low-precision state, a 16-bit state rounded every step
+  // conventionally but at each flush with ReplaySSM, an fp16sr / fp8 checkpoint against the fp32
+  // one), so a divergence then measures the state's rounding: reported with the states named,
+  // not an error.
+  const StateMode rep_mode = sixteen ? StateMode{} : parse_state_mode(opt.state);
+  const bool exact = (rep.ring == 1 && rep_mode.recurrence == StateFormat::kFp32) ||
+                     (!sixteen && rep_mode.is_default());
   const std::string conv_state = replay_main ? cmp_opt.state : opt.state;
   const std::string rep_state = replay_main ? opt.state : cmp_opt.state;
   const std::string conv_name =

@@ -43,9 +43,13 @@ EvalResult evaluate(const std::string& model_dir, std::span<const int32_t> token
     // copy is the zero state, exact in every format; the first flush is step L - 1 at the
     // latest): at L = 1 (every step flushes) or over windows of n - 1 <= L steps it is never
     // read, and the KL would report 0 whatever the mode.
+    // fp16sr/fp16sr has no copy: its ordinary steps read the rounded checkpoint, first read on
+    // the step after the first flush, so there L = 1 is measurable (windows of n - 1 > L steps).
     const ModelOptions& ro = m->options();
-    if (engine_state_mode(ro.state).is_split() && ro.ssm == SsmMode::kReplay)
-      check<ConfigError>(ro.ring_L >= 2 && n - 1 > ro.ring_L, "'", c.label, "': a split state "
+    const StateMode mode = engine_state_mode(ro.state);
+    if (mode.is_split() && ro.ssm == SsmMode::kReplay)
+      check<ConfigError>((ro.ring_L >= 2 || !mode.has_read_copy()) && n - 1 > ro.ring_L, "'",
+                         c.label, "': a split state "
                          "mode at ring length L = ", ro.ring_L,
                          c.options.ring_L == 0 ? " (the dispatcher's choice for this batch)" : "",
                          " over windows of ", n,

@@ -47,7 +47,7 @@ void check_state_option(const ModelOptions& opt) {
                      "' is a shared baseline (one low-precision state updated every step): it "
                      "runs with --ssm conventional, not ", ssm_mode_name(opt.ssm));
   check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
-                     "' is a split mode (checkpoint and read copy apart): it runs with --ssm "
+                     "' is a split mode (recurrence/read, a ReplaySSM checkpoint): it runs with --ssm "
                      "replay, not ", ssm_mode_name(opt.ssm));
   // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy
   // and fp16sr/fp16sr; anything else only emulated (ModelOptions::emulate_state).
