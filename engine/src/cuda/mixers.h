@@ -14,8 +14,6 @@
 #include "cuda/arena.h"
 #include "cuda/blas.h"
 #include "cuda/kernels.h"
-#include "cuda/launch_check.h"
-#include "model/state_store.h"
 #include "replayssm/engine/checkpoint.h"
 #include "replayssm/engine/config.h"
 #include "replayssm/engine/model.h"
@@ -101,21 +99,6 @@ inline StateBuffer alloc_read_copy(DeviceArena& a, StateFormat f, int64_t S, int
     b.values = device_view(alloc_state(a, rd, S * heads * rows * n), rd, {S, heads, rows, n});
   }
   return b;
-}
-
-/// The stochastic-rounding keys of fp16sr/fp16sr's S slots in SSM layer `layer`: seeds drawn as
-/// the CPU engine draws them (sr_seed), so both engines round alike; step counters from 0 (the
-/// library's reset_slots sets them to 0 again for each new sequence).
-inline SrKeys alloc_sr_keys(DeviceArena& a, int64_t S, int64_t layer) {
-  std::vector<int64_t> seeds(static_cast<size_t>(S));
-  for (int64_t s = 0; s < S; ++s) seeds[static_cast<size_t>(s)] = sr_seed(layer, s);
-  int64_t* d_seeds = a.alloc_n<int64_t>(S);
-  int32_t* d_steps = a.alloc_n<int32_t>(S);
-  check_cuda(cudaMemcpy(d_seeds, seeds.data(), seeds.size() * sizeof(int64_t),
-                        cudaMemcpyHostToDevice),
-             "upload SR seeds");
-  check_cuda(cudaMemset(d_steps, 0, static_cast<size_t>(S) * sizeof(int32_t)), "zero SR steps");
-  return SrKeys{device_view(d_seeds, DType::kI64, {S}), device_view(d_steps, DType::kI32, {S})};
 }
 
 class CudaMixer {

@@ -26,14 +26,22 @@ StateEmulation::StateEmulation(const StateMode& mode, SsmFamilyKind family, Devi
   if (mode.is_split() && family == SsmFamilyKind::kMamba2)
     master_ = arena.alloc_n<float>(slots * heads * rows * n);
   if (mode.uses_sr()) {
-    std::vector<int64_t> seeds(static_cast<size_t>(slots));
-    for (int64_t s = 0; s < slots; ++s) seeds[static_cast<size_t>(s)] = sr_seed(layer, s);
-    seeds_ = arena.alloc_n<int64_t>(slots);
-    check_cuda(cudaMemcpy(seeds_, seeds.data(), seeds.size() * sizeof(int64_t),
-                          cudaMemcpyHostToDevice),
-               "upload SR seeds");
-    steps_ = arena.alloc_n<int32_t>(slots);
+    const SrKeys keys = alloc_sr_keys(arena, slots, layer);
+    seeds_ = keys.seeds.ptr<int64_t>();
+    steps_ = keys.steps.ptr<int32_t>();
   }
+}
+
+SrKeys alloc_sr_keys(DeviceArena& a, int64_t S, int64_t layer) {
+  std::vector<int64_t> seeds(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) seeds[static_cast<size_t>(s)] = sr_seed(layer, s);
+  int64_t* d_seeds = a.alloc_n<int64_t>(S);
+  int32_t* d_steps = a.alloc_n<int32_t>(S);
+  check_cuda(cudaMemcpy(d_seeds, seeds.data(), seeds.size() * sizeof(int64_t),
+                        cudaMemcpyHostToDevice),
+             "upload SR seeds");
+  check_cuda(cudaMemset(d_steps, 0, static_cast<size_t>(S) * sizeof(int32_t)), "zero SR steps");
+  return SrKeys{device_view(d_seeds, DType::kI64, {S}), device_view(d_steps, DType::kI32, {S})};
 }
 
 StateMode StateEmulation::library_mode() const {
@@ -66,22 +74,14 @@ void StateEmulation::after_step(float* state, uint16_t* copy16, const int32_t* s
     round_slots(pass(state, state, nullptr, mode_.read, slot_ids, batch, nullptr), s);
     return;
   }
-  const bool same = mode_.read == mode_.recurrence;  // fp16sr/fp16sr: the copy is the checkpoint
+  // (Every emulated split mode has a read copy of its own: fp16sr/fp16sr runs natively.)
   if (family_ == SsmFamilyKind::kMamba2) {
     // state holds the flushed slots' new fp32 state: checkpoint first, then what ordinary rows read.
     round_slots(pass(state, master_, nullptr, mode_.recurrence, slot_ids, batch, is_flush), s);
-    if (same)
-      round_slots(pass(master_, state, nullptr, F::kFp32, slot_ids, batch, is_flush), s);
-    else
-      round_slots(pass(state, state, nullptr, mode_.read, slot_ids, batch, is_flush), s);
+    round_slots(pass(state, state, nullptr, mode_.read, slot_ids, batch, is_flush), s);
     return;
   }
   // GDN: the copy from the new fp32 checkpoint, then the checkpoint in its own format.
-  if (same) {
-    round_slots(pass(state, state, nullptr, mode_.recurrence, slot_ids, batch, is_flush), s);
-    round_slots(pass(state, nullptr, copy16, F::kFp32, slot_ids, batch, is_flush), s);
-    return;
-  }
   round_slots(pass(state, nullptr, copy16, mode_.read, slot_ids, batch, is_flush), s);
   if (mode_.recurrence != F::kFp32)
     round_slots(pass(state, state, nullptr, mode_.recurrence, slot_ids, batch, is_flush), s);

@@ -49,12 +49,13 @@ enum class SsmFamilyKind { kMamba2, kGdn };
 ///   split r/q on Mamba-2 (the ring holds only inputs, so fp32/fp32 replay over `state` is the
 ///     mode when `state` holds what ordinary rows read): before the step the flushing slots'
 ///     state := master (the checkpoint); after it, for the slots that flushed, master :=
-///     R_r(new state) and state := Q_q(new state) (fp16sr/fp16sr: state := master).
+///     R_r(new state) and state := Q_q(new state).
 ///   split r/q on GDN (the flush must recompute u from the checkpoint: the library's fp32/fp16
 ///     split mode, ring v and beta): after the step, for the slots that flushed, the float16
 ///     read copy := Q_q(new checkpoint) rounded to float16 (exact for fp16 / fp16sr; for fp8 and
 ///     nvfp4 one more rounding of at most half a float16 ulp on top of the format's own) and the
-///     checkpoint := R_r(new checkpoint) (fp16sr/fp16sr: the copy is the rounded checkpoint).
+///     checkpoint := R_r(new checkpoint).
+/// (fp16sr/fp16sr runs natively, with alloc_sr_keys' keys.)
 class StateEmulation {
  public:
   StateEmulation() = default;
@@ -85,5 +86,10 @@ class StateEmulation {
   int64_t* seeds_ = nullptr;
   int32_t* steps_ = nullptr;
 };
+
+/// The stochastic-rounding keys of S slots in SSM layer `layer`: seeds drawn as the CPU engine
+/// draws them (sr_seed), so both engines round alike; step counters zeroed (reset_slots zeroes a
+/// slot's counter again for each new sequence). Used natively (fp16sr/fp16sr) and emulated.
+SrKeys alloc_sr_keys(DeviceArena& a, int64_t S, int64_t layer);
 
 }  // namespace replayssm::engine::cuda
