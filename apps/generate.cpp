@@ -397,7 +397,7 @@ void add_generate(CLI::App& app, Action& action) {
                                        "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
                                        "CUDA: bf16, fp16, and fp32/bf16, fp32/fp16, fp32/fp8, "
-                                       "fp32/nvfp4, fp16sr/fp16sr (Mamba-2 and GDN layers)");
+                                       "fp32/nvfp4, fp16sr/fp16sr, fp16sr/nvfp4 (Mamba-2 and GDN layers)");
   sub->add_option("--batch", o->batch, "requests decoded at once (at most the number of requests)")
       ->check(in_range(1, 4096));
   sub->add_option("--max-context", o->max_context, "tokens per sequence")->check(in_range(1, 1 << 20));

@@ -44,7 +44,7 @@ GdnPool::GdnPool(const gdn::Dims& dims, int64_t batch, DType state, int calls, u
   const int64_t nstate = nslots_ * HV * V * K;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
-  read_ = ReadCopy(read_format, nslots_, HV, V, K, seed_ + 6, stream);  // split modes
+  read_ = ReadCopy(split_mode(state, read_format), nslots_, HV, V, K, seed_ + 6, stream);
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nqk = nslots_ * H * K, nv = nslots_ * HV * V, na = nslots_ * HV * G,

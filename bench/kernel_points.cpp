@@ -17,7 +17,9 @@ int calls_per_graph(double smallest_call_bytes) {
 }
 
 std::string state_name(DType t, StateFormat read) {
-  if (read == StateFormat::kFp16Sr && t == DType::kF16) return "fp16sr/fp16sr";
+  // A float16 checkpoint with a read format is an fp16sr mode (fp16sr/fp16sr, fp16sr/nvfp4).
+  if (t == DType::kF16 && (read == StateFormat::kFp16Sr || read == StateFormat::kNvfp4))
+    return std::string("fp16sr/") + state_format_name(read);
   if (read != StateFormat::kFp32) {
     if (t != DType::kF32 || read == StateFormat::kFp16Sr)
       throw BenchError(std::string("read copy ") + state_format_name(read) + " of a " +

@@ -54,19 +54,19 @@ struct KernelsArgs {
 };
 
 constexpr const char* kStates =
-    "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 or fp16sr/fp16sr";
+    "fp32, fp16, bf16, fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr or fp16sr/nvfp4";
 
 DType state_dtype(const std::string& s) {
   if (s == "fp32" || s == "fp32/bf16" || s == "fp32/fp16" || s == "fp32/fp8" ||
       s == "fp32/nvfp4")
     return DType::kF32;
-  if (s == "fp16" || s == "fp16sr/fp16sr") return DType::kF16;
+  if (s == "fp16" || s == "fp16sr/fp16sr" || s == "fp16sr/nvfp4") return DType::kF16;
   if (s == "bf16") return DType::kBF16;
   throw BenchError("--state " + s + ": expected " + kStates);
 }
 
 /// The read copy of a split mode (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4; kFp16Sr for
-/// fp16sr/fp16sr, whose checkpoint is its own read copy), else kFp32.
+/// fp16sr/fp16sr, whose checkpoint is its own read copy; kNvfp4 for fp16sr/nvfp4 too), else kFp32.
 StateFormat read_format(const std::string& s) {
   return s.find('/') == std::string::npos ? StateFormat::kFp32 : parse_state_mode(s).read;
 }
@@ -417,10 +417,11 @@ int main(int argc, char** argv) {
               "the pool");
   k->add_option("--state", a.state,
                 "state / checkpoint dtype, a split mode with a read copy (fp32/bf16, "
-                "fp32/fp16, fp32/fp8, fp32/nvfp4), or fp16sr/fp16sr (a float16 checkpoint "
-                "written with stochastic rounding)")
+                "fp32/fp16, fp32/fp8, fp32/nvfp4), or fp16sr/fp16sr / fp16sr/nvfp4 (a float16 "
+                "checkpoint written with stochastic rounding, read as it is or through an NVFP4 "
+                "copy)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp32/bf16", "fp32/fp16", "fp32/fp8",
-                             "fp32/nvfp4", "fp16sr/fp16sr"}));
+                             "fp32/nvfp4", "fp16sr/fp16sr", "fp16sr/nvfp4"}));
   k->add_option("--out", a.out, "write the results JSON here (DESIGN.md §4)");
   k->add_option("--commit", a.commit, "commit recorded in the JSON (git rev-parse HEAD)");
   k->add_option("--seed", a.seed, "random seed of inputs, slots and phases")

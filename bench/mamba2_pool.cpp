@@ -59,7 +59,7 @@ Mamba2Pool::Mamba2Pool(const mamba2::Dims& dims, int64_t batch, DType state, int
   const int64_t nstate = nslots_ * H * P * N;
   state_ = DeviceMemory(nbytes(nstate, state));
   fill_uniform(state_.get(), state, nstate, -1.0f, 1.0f, seed_ + 1, stream);
-  copy_ = ReadCopy(read, nslots_, H, P, N, seed_ + 6, stream);  // split modes
+  copy_ = ReadCopy(split_mode(state, read), nslots_, H, P, N, seed_ + 6, stream);  // split modes
 
   // Per-call inputs and outputs, [calls, batch, ...] back to back.
   const int64_t nx = calls_ * per_call * H * P, ndt = calls_ * per_call * H,

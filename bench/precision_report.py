@@ -36,15 +36,18 @@ TITLE = {"mamba2": "Mamba-2", "gdn": "Gated DeltaNet", "kda": "KDA"}
 def state_bytes(state, H, P, N):
     """Checkpoint + read copy bytes of one sequence's layer state (precision.h): H heads of P rows
     of N elements; fp8 copies add a float32 scale per row, NVFP4 copies an E4M3 scale per 16
-    elements and a float32 scale per head; fp16sr/fp16sr a float16 checkpoint and its SR keys."""
+    elements and a float32 scale per head; the fp16sr modes a float16 checkpoint and its SR keys
+    (fp16sr/fp16sr reads the checkpoint itself)."""
     e = H * P * N
     if state == "fp16sr/fp16sr":  # one float16 checkpoint, read as it is, and 12 B of SR keys
         return 2 * e + 12, 0
-    read = state.split("/")[1]
+    recurrence, read = state.split("/")
     copy = {"fp32": 0, "bf16": 2 * e, "fp16": 2 * e, "fp8": e + 4 * H * P,
             "nvfp4": e // 2 + e // 16 + 4 * H}.get(read)
     if copy is None:
         sys.exit(f"precision_report: state {state!r}: read copy {read!r} is not benchmarked")
+    if recurrence == "fp16sr":  # fp16sr/nvfp4: the float16 checkpoint, its SR keys, the copy
+        return 2 * e + 12 + copy, copy
     return 4 * e + copy, copy
 
 
@@ -71,9 +74,10 @@ def load(path):
         if not isinstance(r, dict) or not all(k in r for k in ("shape", "batch", "us", "variant")):
             fail(f"{path}: a row without shape, batch, variant or us: {str(r)[:80]}")
     state = doc["args"].get("state")
-    if state not in ("fp32", "fp16sr/fp16sr") and (not isinstance(state, str)
-                                                   or not state.startswith("fp32/")):
-        fail(f"{path}: state {state!r}, expected fp32, a split mode fp32/<read> or fp16sr/fp16sr")
+    if state not in ("fp32", "fp16sr/fp16sr", "fp16sr/nvfp4") and (
+            not isinstance(state, str) or not state.startswith("fp32/")):
+        fail(f"{path}: state {state!r}, expected fp32, a split mode fp32/<read>, fp16sr/fp16sr "
+             "or fp16sr/nvfp4")
     for r in doc["rows"]:
         if r.get("shape") not in dims:
             fail(f"{path}: shape {r.get('shape')!r} has no dimensions here (expected one of "
@@ -143,7 +147,7 @@ def main():
            "date": base["date"], "copy_bandwidth_gbps": base["copy_bandwidth_gbps"],
            "sources": a.runs, "rows": rows}
     if not any(r["state"] != "fp32/fp32" for r in rows):
-        fail("no split-mode rows: pass the fp32 run and at least one fp32/<read> or fp16sr/fp16sr "
+        fail("no split-mode rows: pass the fp32 run and at least one fp32/<read> or fp16sr/* "
              "run")
     try:
         with open(a.out_json, "w") as f:

@@ -7,10 +7,17 @@
 
 namespace replayssm::bench {
 
-ReadCopy::ReadCopy(StateFormat f, int64_t slots, int64_t heads, int64_t rows, int64_t n,
+StateMode split_mode(DType checkpoint, StateFormat read) {
+  if (read == StateFormat::kFp32) return StateMode{};
+  return StateMode{checkpoint == DType::kF16 ? StateFormat::kFp16Sr : StateFormat::kFp32, read,
+                   false};
+}
+
+ReadCopy::ReadCopy(const StateMode& mode, int64_t slots, int64_t heads, int64_t rows, int64_t n,
                    uint64_t seed, cudaStream_t stream)
-    : f_(f), slots_(slots), heads_(heads), rows_(rows), n_(n) {
+    : mode_(mode), slots_(slots), heads_(heads), rows_(rows), n_(n) {
   const int64_t m = slots * heads * rows * n;
+  const StateFormat f = mode.has_read_copy() ? mode.read : StateFormat::kFp32;
   if (f == StateFormat::kBf16 || f == StateFormat::kFp16) {
     const DType t = f == StateFormat::kBf16 ? DType::kBF16 : DType::kF16;
     values_ = DeviceMemory(nbytes(m, t));
@@ -27,43 +34,41 @@ ReadCopy::ReadCopy(StateFormat f, int64_t slots, int64_t heads, int64_t rows, in
     BENCH_CUDA(cudaMemsetAsync(scales_.get(), 0x38, m / 16, stream));  // E4M3 1.0
     global_ = DeviceMemory(nbytes(slots * heads, DType::kF32));
     fill_uniform(global_.get(), DType::kF32, slots * heads, 0.001f, 0.01f, seed + 1, stream);
-  } else if (f == StateFormat::kFp16Sr) {
-    values_ = DeviceMemory(nbytes(slots, DType::kI64));  // seeds: any bits
-    scales_ = DeviceMemory(nbytes(slots, DType::kI32));  // step counters from 0
-    BENCH_CUDA(cudaMemsetAsync(values_.get(), 0x5a, nbytes(slots, DType::kI64), stream));
-    BENCH_CUDA(cudaMemsetAsync(scales_.get(), 0, nbytes(slots, DType::kI32), stream));
   } else if (f != StateFormat::kFp32) {
     throw BenchError(std::string("a ") + state_format_name(f) + " read copy is not benchmarked");
+  }
+  if (mode.uses_sr()) {
+    seeds_ = DeviceMemory(nbytes(slots, DType::kI64));  // any bits
+    steps_ = DeviceMemory(nbytes(slots, DType::kI32));  // step counters from 0
+    BENCH_CUDA(cudaMemsetAsync(seeds_.get(), 0x5a, nbytes(slots, DType::kI64), stream));
+    BENCH_CUDA(cudaMemsetAsync(steps_.get(), 0, nbytes(slots, DType::kI32), stream));
   }
 }
 
 StateBuffer ReadCopy::buffer() const {
   StateBuffer b;
+  if (!mode_.has_read_copy()) return b;
   const int64_t S = slots_, H = heads_, P = rows_, N = n_;
   const DType u8 = DType::kU8, f32 = DType::kF32;
-  if (f_ == StateFormat::kNvfp4) {
+  const StateFormat f = mode_.read;
+  if (f == StateFormat::kNvfp4) {
     b.values = device_view(values_, 0, u8, {S, H, P, N / 2});
     b.scales.blocks = device_view(scales_, 0, u8, {S, H, P, N / 16});
     b.scales.global = device_view(global_, 0, f32, {S, H});
-  } else if (f_ == StateFormat::kFp8) {
+  } else if (f == StateFormat::kFp8) {
     b.values = device_view(values_, 0, u8, {S, H, P, N});
     b.scales.rows = device_view(scales_, 0, f32, {S, H, P});
-  } else if (f_ == StateFormat::kBf16 || f_ == StateFormat::kFp16) {
-    b.values = device_view(values_, 0, f_ == StateFormat::kBf16 ? DType::kBF16 : DType::kF16,
+  } else if (f == StateFormat::kBf16 || f == StateFormat::kFp16) {
+    b.values = device_view(values_, 0, f == StateFormat::kBf16 ? DType::kBF16 : DType::kF16,
                            {S, H, P, N});
   }
   return b;
 }
 
-StateMode ReadCopy::mode() const {
-  if (f_ == StateFormat::kFp16Sr) return StateMode{StateFormat::kFp16Sr, StateFormat::kFp16Sr, false};
-  return StateMode{StateFormat::kFp32, f_, false};
-}
-
 SrKeys ReadCopy::sr() const {
-  if (f_ != StateFormat::kFp16Sr) return SrKeys{};
-  return SrKeys{device_view(values_, 0, DType::kI64, {slots_}),
-                device_view(scales_, 0, DType::kI32, {slots_})};
+  if (!mode_.uses_sr()) return SrKeys{};
+  return SrKeys{device_view(seeds_, 0, DType::kI64, {slots_}),
+                device_view(steps_, 0, DType::kI32, {slots_})};
 }
 
 }  // namespace replayssm::bench

@@ -173,7 +173,7 @@ double project_history(const GdnParams& p, const RingConfig& cfg, const GdnSeq& 
 // A split-mode decode step (gdn.h Cache): ordinary steps materialise from the read copy with the
 // ring's u (computed from read-copy states) and append the record; flushes refold the history from
 // the checkpoint by conventional steps on the raw (v, beta, k^, g) of each record, recomputing
-// every u, take the token's step, then round the checkpoint and derive the read copy.
+// every u, take the token's step, then round the checkpoint and derive the read copy from it.
 Vec split_replay_step(const GdnParams& p, const RingConfig& cfg, GdnSeq& s, const GdnToken& t) {
   const StateMode& mode = s.prec.mode;
   const Cursor c = s.cursor;
@@ -206,7 +206,8 @@ Vec split_replay_step(const GdnParams& p, const RingConfig& cfg, GdnSeq& s, cons
   GdnRecord rec;
   Vec y = step(p, S, t, rec);
   s.S0 = quantize_state(mode.recurrence, S, p.HV, p.V, p.K, s.prec.sr);
-  s.prec.read = mode.has_read_copy() ? quantize_state(mode.read, S, p.HV, p.V, p.K, s.prec.sr) : s.S0;
+  s.prec.read =
+      mode.has_read_copy() ? quantize_state(mode.read, s.S0, p.HV, p.V, p.K, s.prec.sr) : s.S0;
   if (mode.uses_sr()) ++s.prec.sr.step;
   return y;
 }

@@ -114,8 +114,9 @@ Vec mamba2_replay_step(const Mamba2Params& p, const RingConfig& cfg, Mamba2Seq& 
     s.S0 = S;  // history + current token folded; the record is not appended
     if (mode.is_split()) {  // y came from the new state; now round the checkpoint, derive read
       s.S0 = quantize_state(mode.recurrence, S, p.H, p.P, p.N, s.prec.sr);
-      s.prec.read = mode.has_read_copy() ? quantize_state(mode.read, S, p.H, p.P, p.N, s.prec.sr)
-                                         : s.S0;
+      s.prec.read = mode.has_read_copy()
+                        ? quantize_state(mode.read, s.S0, p.H, p.P, p.N, s.prec.sr)
+                        : s.S0;
       if (mode.uses_sr()) ++s.prec.sr.step;
     }
   } else {

@@ -29,7 +29,8 @@ Cursor reset(const RingConfig& cfg);
 // A sequence's state in a mode other than fp32/fp32: S0 holds the *decoded* checkpoint and
 // `read` the decoded read copy. Split-mode flushes fold from S0 in float64, take y from the new
 // state, then set S0 = quantize(recurrence, S) (fp32: rounded to float32, as the backends store
-// it) and read = quantize(read format, S) (fp16sr/fp16sr: read = S0).
+// it) and read = quantize(read format, S0), the copy of the checkpoint as stored (fp16sr/fp16sr:
+// read = S0).
 // Ordinary steps materialise from `read` instead of S0. Shared baselines: the conventional step on
 // the decoded state, re-quantised every step.
 

@@ -1,6 +1,7 @@
-// Checks shared by the fp16sr/fp16sr GPU tests (test_mamba2_cuda_sr16.cpp,
-// test_gdn_cuda_sr16.cpp): a CUDA pool and a CPU twin set to what the GPU held run the same step;
-// their float16 checkpoints are compared element by element. Only compiled with the CUDA backend.
+// Checks shared by the fp16sr GPU tests (fp16sr/fp16sr and fp16sr/nvfp4;
+// test_mamba2_cuda_sr16.cpp, test_gdn_cuda_sr16.cpp): a CUDA pool and a CPU twin set to what the
+// GPU held run the same step; their float16 checkpoints are compared element by element, and
+// fp16sr/nvfp4's read copy against the CPU codec. Only compiled with the CUDA backend.
 #pragma once
 #ifdef RSSM_WITH_CUDA
 #include <gtest/gtest.h>
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/codec_math.h"
+#include "cuda_quant_copy.h"
 #include "cuda_test_util.h"
 
 namespace replayssm::testing::cuda_test {
@@ -26,6 +29,42 @@ struct HostCopy {
   HostCopy(const HostCopy&) = delete;
   HostCopy& operator=(const HostCopy&) = delete;
 };
+
+/// A CPU twin of a device NVFP4 read copy (codes, block scales, global scales): host copies of
+/// its bytes, viewed as the CPU backend's read copy.
+struct HostNvfp4 {
+  HostCopy values, blocks, global;
+  explicit HostNvfp4(const DevCopy& c) : values(c.values), blocks(c.scales), global(c.global) {}
+  StateBuffer buffer() const {
+    StateBuffer b;
+    b.values = values.view;
+    b.scales.blocks = blocks.view;
+    b.scales.global = global.view;
+    return b;
+  }
+};
+
+/// fp16sr/nvfp4's read copy after a step, one slot: a flushed slot's copy (codes, block and
+/// global scales) is byte for byte the CPU codec's encoding of the GPU's new float16 checkpoint
+/// `ckpt` (n elements, widened exactly: the copy is derived from the checkpoint as stored,
+/// precision.h); any other slot's copy keeps every byte.
+inline void expect_nvfp4_copy(const DevCopy& copy, const std::vector<std::vector<uint8_t>>& before,
+                              const std::vector<std::vector<uint8_t>>& after, const uint16_t* ckpt,
+                              int64_t n, int32_t slot, bool flushed) {
+  const auto got = copy.slot_of(after, slot);
+  if (!flushed) {
+    ASSERT_EQ(got, copy.slot_of(before, slot)) << "read copy of slot " << slot
+                                               << " changed without a flush";
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = codec::f16_decode(ckpt[i]);
+  const auto want = copy.encode(x);
+  for (size_t t = 0; t < want.size(); ++t)
+    for (size_t i = 0; i < want[t].size(); ++i)
+      ASSERT_EQ(got[t][i], want[t][i]) << "slot " << slot << " read copy tensor " << t << " byte "
+                                       << i << " is not the codec's encoding of the checkpoint";
+}
 
 /// The SR seeds of a pool: int64 [slots], slot s's seed base * 1000 + 17 s.
 inline DeviceBuffer sr_seeds(int64_t slots, uint64_t base) {

@@ -1,6 +1,7 @@
-// The fp16sr/fp16sr state mode on the CUDA GDN/KDA replay step (precision.h: one float16
+// The fp16sr state modes on the CUDA GDN/KDA replay step (precision.h): fp16sr/fp16sr (one float16
 // checkpoint, written with stochastic rounding, that ordinary steps read as it is; the ring keeps
-// v and beta as in every split mode). A CUDA pool decodes random token streams (4 sequences on
+// v and beta as in every split mode) and fp16sr/nvfp4 (ordinary steps read an NVFP4 copy of it;
+// the flush recomputes every u from the float16 checkpoint and v, beta). A CUDA pool decodes random token streams (4 sequences on
 // slots 1, 3, 5, 7 of 9, pad rows) through the public API; before every step a CPU twin is set to
 // exactly what the GPU holds (checkpoint bytes, ring, cursors, SR step counters) and runs the same
 // step on the CPU backend, whose flush recomputes each record's u from the ring's v and beta
@@ -10,6 +11,8 @@
 //   - flushed checkpoints: the CPU codec's random words and rounding (cuda_sr16_check.h: at most
 //     1% of the elements differ, by one float16 step); other slots keep every byte;
 //   - the SR step counters equal the CPU's (one per flush; every row at L = 1);
+//   - fp16sr/nvfp4 (L > 1): a flushed slot's NVFP4 copy is byte for byte the CPU codec's encoding
+//     of the GPU's new checkpoint; other slots' copies keep every byte;
 //   - same seeds give the same bytes, other seeds other bytes; guards intact.
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
@@ -36,10 +39,11 @@ struct Walk {
 };
 
 void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64_t seed_base,
-          Walk& w) {
-  const StateMode mode = parse_state_mode("fp16sr/fp16sr");
+          Walk& w, const char* mode_name = "fp16sr/fp16sr") {
+  const StateMode mode = parse_state_mode(mode_name);
+  const bool nvfp4 = mode.has_read_copy();
   const GpuCfg s = make_setup(shape, gate, kF32, kF16, L, 9);
-  SCOPED_TRACE(s.describe() + ", seed " + std::to_string(seed));
+  SCOPED_TRACE(s.describe() + ", " + mode_name + ", seed " + std::to_string(seed));
   Rng rng(seed);
   const DevLayer layer(s, rng);
   DevPool gpu(s, L, rng);
@@ -47,10 +51,12 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
   DeviceBuffer ring_v(kF32, {slots, shape.HV, L, shape.V}, 191),
       ring_beta(kF32, {slots, shape.HV, L}, 192), sr_steps(DType::kI32, {slots}, 194);
   const DeviceBuffer seeds = cuda_test::sr_seeds(slots, seed_base);
+  const cuda_test::DevCopy copy(StateFormat::kNvfp4, slots, shape.HV, shape.V, shape.K);
   auto gpu_cache = [&] {
     gdn::Cache c = gpu.cache();
     c.mode = mode;
     c.sr = SrKeys{seeds.view(), sr_steps.view()};
+    if (nvfp4) c.read = copy.buffer();
     c.ring_v = ring_v.view();
     c.ring_beta = ring_beta.view();
     return c;
@@ -78,6 +84,8 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
     HostCopy cs(gpu.state), cu(gpu.ring_u), ck(gpu.ring_k), cg(gpu.ring_g), co(gpu.origin),
         ch(gpu.h), cf(gpu.flush), cv(ring_v), cb(ring_beta), cseeds(seeds), csteps(sr_steps);
     HostCopy tq(st.q), tk(st.k), tv(st.v), ta(st.a), tb(st.b), ty(st.y), tids(st.ids);
+    const cuda_test::HostNvfp4 cpu_copy(copy);
+    const auto copy_before = copy.download();
 
     gdn::Cache gc = gpu_cache();
     gdn::replay_step(layer.layer, gc, gpu.cursors(), st.tokens(), st.rows(-1), st.y.view());
@@ -85,6 +93,7 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
     gdn::Cache cc{cs.view, cu.view, ck.view, cg.view};
     cc.mode = mode;
     cc.sr = SrKeys{cseeds.view, csteps.view};
+    if (nvfp4) cc.read = cpu_copy.buffer();
     cc.ring_v = cv.view;
     cc.ring_beta = cb.view;
     Rows crows;
@@ -100,8 +109,11 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
     for (int32_t slot = 0; slot < slots; ++slot) {
       bool in = false;
       for (int32_t id : ids) in = in || id == slot;
-      cuda_test::expect_sr16_slot(sg + slot * n, sc + slot * n, s0 + slot * n, n, slot,
-                                  in && gpu.cursor(before, slot).is_flush);
+      const bool flushed = in && gpu.cursor(before, slot).is_flush;
+      cuda_test::expect_sr16_slot(sg + slot * n, sc + slot * n, s0 + slot * n, n, slot, flushed);
+      if (nvfp4 && L > 1)  // (at L = 1 CUDA runs the conventional step: no copy is read or kept)
+        cuda_test::expect_nvfp4_copy(copy, copy_before, copy.download(), sg + slot * n, n, slot,
+                                     flushed);
       if (::testing::Test::HasFatalFailure()) return;
     }
     const std::vector<double> y = st.y.values(), yc = cuda_test::decode_all(kF32, ty.bytes);
@@ -111,7 +123,8 @@ void walk(const Shape& shape, Gate gate, int L, int steps, uint64_t seed, uint64
     if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_TRUE(gpu.guards_intact() && layer.guards_intact() && ring_v.guards_intact() &&
-              ring_beta.guards_intact() && seeds.guards_intact() && sr_steps.guards_intact())
+              ring_beta.guards_intact() && seeds.guards_intact() && sr_steps.guards_intact() &&
+              copy.guards_intact())
       << "guard bytes";
   w.checkpoints = gpu.state.download();
 }
@@ -140,6 +153,24 @@ TEST(GdnCudaSr16, RealAndOddShapesAndConventionalSteps) {
   walk(kGpuSmall, Gate::kScalar, 1, 6, test_seed(17104), 4, conv);
   EXPECT_EQ(conv.ordinary_rows, 0);
   EXPECT_GT(conv.flush_rows, 0);
+}
+
+TEST(GdnCudaSr16, Fp16srNvfp4ReadsTheCopyOfTheStoredCheckpoint) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (Gate gate : {Gate::kScalar, Gate::kChannel})
+    for (int L : {2, 4, 16}) {
+      SCOPED_TRACE("L " + std::to_string(L));
+      Walk w;
+      walk(kGpuSmall, gate, L, 3 * L + 5, test_seed(17111 + L), 5, w, "fp16sr/nvfp4");
+      EXPECT_GT(w.flush_rows, 0);
+      EXPECT_GT(w.ordinary_rows, 0);
+      if (::testing::Test::HasFailure()) return;
+    }
+  Walk qwen, conv;
+  walk(kQwen4B, Gate::kScalar, 16, 40, test_seed(17112), 6, qwen, "fp16sr/nvfp4");
+  EXPECT_GT(qwen.flush_rows, 0);
+  walk(kGpuSmall, Gate::kScalar, 1, 6, test_seed(17113), 6, conv, "fp16sr/nvfp4");
+  EXPECT_EQ(conv.ordinary_rows, 0);
 }
 
 TEST(GdnCudaSr16, ReproduciblePerSeedAndDifferentAcrossSeeds) {

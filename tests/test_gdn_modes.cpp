@@ -241,6 +241,7 @@ void run_against_oracle(const GShape& s, const StateMode& mode, int L, int steps
                                                    q.prec.read, s.V * s.K, testing::modes::format_tol(mode.read)),
                     "")
               << "read copy after step " << step;
+          ASSERT_EQ(testing::modes::copy_of_checkpoint(gp.mb, ids[b]), "") << "step " << step;
         }
       }
     }

@@ -108,13 +108,13 @@ TEST(Mamba2CudaModes, UnbuiltModesAreRejectedByName) {
   DevStep st(prm, 1);
   st.put({nullptr}, {-1});
   mamba2::Cache c = pool.cache();
-  c.mode = parse_state_mode("fp16sr/nvfp4");  // an fp16sr checkpoint is not built for CUDA
+  c.mode = parse_state_mode("fp8/nvfp4");  // an fp8 checkpoint is not built for CUDA
   c.read.values = copy.view();
   try {
     mamba2::replay_step(layer.layer, c, pool.cursors(cfg), st.tokens(), st.rows(-1), st.y.view());
-    FAIL() << "fp16sr/nvfp4 ran on CUDA";
+    FAIL() << "fp8/nvfp4 ran on CUDA";
   } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("fp16sr/nvfp4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fp8/nvfp4"), std::string::npos) << e.what();
   }
 }
 

@@ -1,5 +1,6 @@
-// The fp16sr/fp16sr state mode on the CUDA Mamba-2 replay step (precision.h: one float16
-// checkpoint, written with stochastic rounding, that ordinary steps read as it is). A CUDA pool
+// The fp16sr state modes on the CUDA Mamba-2 replay step (precision.h): fp16sr/fp16sr (one float16
+// checkpoint, written with stochastic rounding, that ordinary steps read as it is) and
+// fp16sr/nvfp4 (the same checkpoint; ordinary steps read an NVFP4 copy of it). A CUDA pool
 // decodes random token streams (4 sequences on slots 1, 3, 5, 7 of 9, pad rows) through the public
 // API; before every step the CPU backend's pool is set to exactly what the GPU holds (checkpoint
 // bytes, ring, cursors, SR step counters) and runs the same step. Checked after every step:
@@ -11,6 +12,8 @@
 //     (a wrong key or index would change about a third of them);
 //   - checkpoints of slots that did not flush, or are outside the batch, keep every byte;
 //   - the SR step counters equal the CPU's (one per flush, every row at L = 1);
+//   - fp16sr/nvfp4 (L > 1): a flushed slot's NVFP4 copy is byte for byte the CPU codec's encoding
+//     of the GPU's new checkpoint; other slots' copies keep every byte;
 //   - same seeds on a fresh pool give the same bytes; other seeds other bytes; guards intact.
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
@@ -42,9 +45,13 @@ struct Walk {
   int flush_rows = 0, ordinary_rows = 0;
 };
 
-/// Walks `steps` steps at ring length L with SR seeds from `seed_base` into w.
-void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_base, Walk& w) {
-  const StateMode mode = parse_state_mode("fp16sr/fp16sr");
+/// Walks `steps` steps at ring length L with SR seeds from `seed_base` into w, in mode fp16sr/fp16sr
+/// or fp16sr/nvfp4.
+void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_base, Walk& w,
+          const char* mode_name = "fp16sr/fp16sr") {
+  const StateMode mode = parse_state_mode(mode_name);
+  const bool nvfp4 = mode.has_read_copy();
+  SCOPED_TRACE(std::string(shape.name) + ", " + mode_name + ", L " + std::to_string(L));
   Rng rng(seed);
   m2::Options o;
   const Params prm(shape, o, rng);
@@ -54,10 +61,12 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
   DevPool gpu(shape, slots, L, kF16, kF32, rng);
   DeviceBuffer sr_steps(DType::kI32, {slots}, 82);
   const DeviceBuffer seeds = sr_seeds(slots, seed_base);
+  const DevCopy copy(StateFormat::kNvfp4, slots, shape.H, shape.P, shape.N);  // fp16sr/nvfp4
   auto gpu_cache = [&] {
     mamba2::Cache c = gpu.cache();
     c.mode = mode;
     c.sr = SrKeys{seeds.view(), sr_steps.view()};
+    if (nvfp4) c.read = copy.buffer();
     return c;
   };
   // The CPU twin: the same geometry in host memory, overwritten from the GPU before every step.
@@ -97,6 +106,8 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
       std::memcpy(cpu_bufs[k]->data<uint8_t>(), before[k + 1].data(), before[k + 1].size());
     std::memcpy(mb.seeds.data<uint8_t>(), seeds.download().data(), slots * 8);
     std::memcpy(mb.steps.data<uint8_t>(), steps_before.data(), slots * 4);
+    const HostNvfp4 cpu_copy(copy);
+    const auto copy_before = copy.download();
 
     mamba2::Cache gc = gpu_cache();
     mamba2::replay_step(layer.layer, gc, gpu.cursors(cfg), st.tokens(), st.rows(-1), st.y.view());
@@ -107,6 +118,7 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
     cc.state = mb.state.view();
     cc.mode = mode;
     cc.sr = mb.sr();
+    if (nvfp4) cc.read = cpu_copy.buffer();
     Rows crows;
     crows.slot_ids = host.slot_ids.view();
     mamba2::replay_step(cpu_layer, cc, cpu.cursors(cfg), host.tokens(), crows, host.y.view());
@@ -123,6 +135,8 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
       for (int32_t id : ids) in = in || id == slot;
       const bool flushed = in && gpu.cursor(before, slot).is_flush;
       expect_sr16_slot(sg + slot * n, sc + slot * n, s0 + slot * n, n, slot, flushed);
+      if (nvfp4 && L > 1)  // (at L = 1 CUDA runs the conventional step: no copy is read or kept)
+        expect_nvfp4_copy(copy, copy_before, copy.download(), sg + slot * n, n, slot, flushed);
       if (::testing::Test::HasFatalFailure()) return;
     }
     std::vector<double> yc(batch * HP);
@@ -133,7 +147,7 @@ void walk(const Shape& shape, int L, int steps, uint64_t seed, uint64_t seed_bas
     if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_TRUE(gpu.guards_intact() && st.guards_intact() && layer.guards_intact() &&
-              seeds.guards_intact() && sr_steps.guards_intact())
+              seeds.guards_intact() && sr_steps.guards_intact() && copy.guards_intact())
       << "guard bytes";
   w.checkpoints = gpu.state.download();
 }
@@ -158,6 +172,22 @@ TEST(Mamba2CudaSr16, RealHeadShapeAndConventionalSteps) {
   walk(kSmall, 1, 6, test_seed(17003), 4, w);
   EXPECT_EQ(w.ordinary_rows, 0);
   EXPECT_GT(w.flush_rows, 0);
+}
+
+TEST(Mamba2CudaSr16, Fp16srNvfp4ReadsTheCopyOfTheStoredCheckpoint) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  for (int L : {2, 4, 16}) {
+    Walk w;
+    walk(kSmall, L, 3 * L + 5, test_seed(17011 + L), 5, w, "fp16sr/nvfp4");
+    EXPECT_GT(w.flush_rows, 0);
+    EXPECT_GT(w.ordinary_rows, 0);
+    if (::testing::Test::HasFailure()) return;
+  }
+  Walk real, conv;
+  walk(kNanoHead, 16, 40, test_seed(17012), 6, real, "fp16sr/nvfp4");
+  EXPECT_GT(real.flush_rows, 0);
+  walk(kSmall, 1, 6, test_seed(17013), 6, conv, "fp16sr/nvfp4");  // L = 1: conventional steps
+  EXPECT_EQ(conv.ordinary_rows, 0);
 }
 
 TEST(Mamba2CudaSr16, ReproduciblePerSeedAndDifferentAcrossSeeds) {

@@ -170,6 +170,7 @@ void run_against_oracle(const Shape& s, const StateMode& mode, int L, int steps,
               testing::modes::to_vec(mp.mb.read.decode(ids[b])), q.prec.read, s.P * s.N,
               testing::modes::format_tol(mode.read));
           ASSERT_EQ(r, "") << "read copy after step " << step;
+          ASSERT_EQ(testing::modes::copy_of_checkpoint(mp.mb, ids[b]), "") << "step " << step;
         }
       }
     }

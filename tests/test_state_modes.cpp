@@ -99,11 +99,12 @@ TEST(StateModes, CudaRejectsModesWithoutKernelsByName) {
     std::string name = "'";  // appended, not concatenated: GCC 12's -Wrestrict misfires there
     name += m.name();
     name += '\'';
+    // fp16sr/fp16sr and fp16sr/nvfp4: a float16 checkpoint
     const bool sr16 = m.is_split() && m.recurrence == StateFormat::kFp16Sr &&
-                      m.read == StateFormat::kFp16Sr;
+                      (m.read == StateFormat::kFp16Sr || m.read == StateFormat::kNvfp4);
     const bool on_cuda = (m.is_split() && m.recurrence == StateFormat::kFp32) || sr16;
-    // Runs on CUDA: a missing buffer of the mode is what is reported (fp16sr/fp16sr: the float32
-    // state given where its float16 checkpoint belongs).
+    // Runs on CUDA: a missing buffer of the mode is what is reported (the fp16sr modes: the
+    // float32 state given where their float16 checkpoint belongs).
     auto buffer_error = [&](auto&& f) {
       return sr16 ? message_of<DTypeError>(f) : message_of<ShapeError>(f);
     };

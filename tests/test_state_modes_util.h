@@ -78,6 +78,36 @@ struct FormatBuffer {
     }
     return out;
   }
+  /// Encodes x [heads*rows*n] into the slot (through the public codecs / codec_math; the 16-bit
+  /// formats round to nearest even: kFp16Sr is not encoded here).
+  void encode(int64_t slot, std::vector<float> x) {
+    const int64_t m = heads * rows * n, hr = heads * rows;
+    switch (f) {
+      case StateFormat::kFp32:
+        std::memcpy(values.data<float>() + slot * m, x.data(), m * 4);
+        break;
+      case StateFormat::kBf16:
+        for (int64_t i = 0; i < m; ++i) values.data<uint16_t>()[slot * m + i] = f32_to_bf16(x[i]);
+        break;
+      case StateFormat::kFp16:
+        for (int64_t i = 0; i < m; ++i) values.data<uint16_t>()[slot * m + i] = codec::f16_rne(x[i]);
+        break;
+      case StateFormat::kFp16Sr:
+        ADD_FAILURE() << "FormatBuffer::encode: fp16sr (stochastic rounding) is not encoded here";
+        break;
+      case StateFormat::kFp8:
+        codecs::fp8_encode(make_view(x.data(), DType::kF32, {hr, n}),
+                           codecs::Fp8Rows{make_view(values.data<uint8_t>() + slot * m, DType::kU8, {hr, n}),
+                                           make_view(row_scales.data<float>() + slot * hr, DType::kF32, {hr})});
+        break;
+      case StateFormat::kNvfp4:
+        codecs::nvfp4_encode(make_view(x.data(), DType::kF32, {hr, n}),
+                             codecs::Nvfp4{make_view(values.data<uint8_t>() + slot * m / 2, DType::kU8, {hr, n / 2}),
+                                           make_view(blocks.data<uint8_t>() + slot * m / 16, DType::kU8, {hr, n / 16}),
+                                           make_view(global.data<float>() + slot * heads, DType::kF32, {heads}), rows});
+        break;
+    }
+  }
   /// The slot's bytes of every tensor (used_only: only those the format uses).
   std::vector<uint8_t> slot_bytes(int64_t slot, bool used_only = false) const {
     std::vector<uint8_t> out;
@@ -125,6 +155,16 @@ struct ModeBuffers {
     return state.guards_intact() && read.guards_intact() && seeds.guards_intact() && steps.guards_intact();
   }
 };
+
+/// "" when a slot's read copy holds exactly the encoding of its checkpoint as stored (precision.h:
+/// a flush derives the copy from the checkpoint it wrote), else a message.
+inline std::string copy_of_checkpoint(const ModeBuffers& mb, int64_t slot) {
+  FormatBuffer again(mb.mode.read, 1, mb.read.heads, mb.read.rows, mb.read.n, 0);
+  again.encode(0, mb.state.decode(slot));
+  if (again.slot_bytes(0, true) == mb.read.slot_bytes(slot, true)) return "";
+  return "read copy of slot " + std::to_string(slot) + " is not the " +
+         state_format_name(mb.mode.read) + " encoding of its checkpoint";
+}
 
 inline Vec to_vec(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 

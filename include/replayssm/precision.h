@@ -8,8 +8,12 @@
 //               fp32, bf16, fp16 (round to nearest even), fp16sr, nvfp4 or fp8.
 // Split modes: every flush folds the ring into the checkpoint in float32 arithmetic (decoding S0
 // first, re-encoding it after), computes y from the new float32 state, and then derives the read
-// copy from that same new float32 state (not from the re-encoded checkpoint, so the read copy
-// carries one quantisation of its own format only). Ordinary steps read only the read copy
+// copy from the checkpoint as stored: the copy is a function of the checkpoint alone, and the
+// CUDA flush encodes it in a pass of its own over the written checkpoint (for fp16sr and fp8
+// recurrences that is half / a quarter of the float32 bytes). With an fp32 recurrence this is the
+// new float32 state itself; fp16sr/nvfp4 and fp8/nvfp4 copies carry the checkpoint's rounding
+// too (float16: 2^-11 relative, fp8: 2^-4, each below NVFP4's 2^-2 step; until session 30 these
+// two modes encoded the unrounded state). Ordinary steps read only the read copy
 // (decoded to float32) plus the ring; nothing decoded from the read copy ever enters the
 // recurrence. fp16sr/fp16sr stores no separate copy: its read copy is the checkpoint itself.
 // The supported split modes are fp32/fp32 (the default: the library's behaviour without modes),

@@ -23,14 +23,17 @@ void state_mode_runs(const StateMode& mode, StateOp op, Device device, const cha
                     mode.read == StateFormat::kFp16Sr;  // the float16 checkpoint read as it is
   const bool split16 =
       sr16 || (fp32 && (mode.read == StateFormat::kBf16 || mode.read == StateFormat::kFp16));
-  const bool quant = fp32 && (mode.read == StateFormat::kFp8 || mode.read == StateFormat::kNvfp4);
+  const bool quant = (fp32 && (mode.read == StateFormat::kFp8 || mode.read == StateFormat::kNvfp4)) ||
+                     (mode.is_split() && mode.recurrence == StateFormat::kFp16Sr &&
+                      mode.read == StateFormat::kNvfp4);  // fp16sr/nvfp4
   const bool cuda_ok = ((cuda_split16 && split16) || (cuda_quant && quant)) &&
                        (op == StateOp::kReplay || op == StateOp::kReset);
   check<UnsupportedError>(device != Device::kCUDA || cuda_ok, op_name, ": state mode '",
                           mode.name(),
                           "' is not supported by the CUDA backend yet (it runs fp32/fp32, "
                           "float16/bfloat16 state dtypes and, for replay, fp32/bf16, "
-                          "fp32/fp16", cuda_quant ? ", fp16sr/fp16sr, fp32/fp8 and fp32/nvfp4"
+                          "fp32/fp16", cuda_quant ? ", fp16sr/fp16sr, fp32/fp8, fp32/nvfp4 and "
+                                                    "fp16sr/nvfp4"
                                                   : " and fp16sr/fp16sr",
                           "); use CPU tensors");
   check<UnsupportedError>(op != StateOp::kVerify, op_name, ": state mode '", mode.name(),

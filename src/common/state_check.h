@@ -13,8 +13,8 @@ enum class StateOp { kConventional, kReplay, kVerify, kReset };
 
 /// Throws when `op` cannot run `mode` on `device`: UnsupportedError for any mode other than
 /// fp32/fp32 on CUDA (kernels not written yet; with cuda_split16, the fp32/bf16, fp32/fp16 and
-/// fp16sr/fp16sr replay and reset of the CUDA kernels are allowed, with cuda_quant fp32/fp8 and
-/// fp32/nvfp4) and for verify outside fp32/fp32; ConfigError for a split mode in the conventional
+/// fp16sr/fp16sr replay and reset of the CUDA kernels are allowed, with cuda_quant fp32/fp8,
+/// fp32/nvfp4 and fp16sr/nvfp4) and for verify outside fp32/fp32; ConfigError for a split mode in the conventional
 /// step or a shared baseline in a replay step.
 void state_mode_runs(const StateMode& mode, StateOp op, Device device, const char* op_name,
                      bool cuda_split16 = false, bool cuda_quant = false);

@@ -118,12 +118,9 @@ class Worker {
       for (int64_t c = 0; c < geo_.K; ++c) S[r * geo_.K + c] = row[c];
       store_f32(c_.y, y_off + r, y);
     }
-    if (split_) {  // write the checkpoint back; derive the read copy from the float32 state
-      const state_io::SrDraw sr = sr_key(x.slot);
-      state_io::encode_head(mode().recurrence, checkpoint(), sgeo(), x.slot, x.vh, S, sr);
-      if (mode().has_read_copy())
-        state_io::encode_head(mode().read, c_.cache->read, sgeo(), x.slot, x.vh, S, sr);
-    }
+    if (split_)  // write the checkpoint back and derive the read copy from it
+      state_io::store_split_head(mode(), checkpoint(), c_.cache->read, sgeo(), x.slot, x.vh, S,
+                                 sr_key(x.slot));
   }
 
   /// The T_b window tokens of a row (decode ordinary step: T_b = 1, no flush): outputs and records

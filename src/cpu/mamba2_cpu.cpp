@@ -3,7 +3,7 @@
 // State modes (precision.h): fp32/fp32 works on `state` in place. Other modes run the same
 // arithmetic on a float32 copy of the (slot, head): the conventional step of a shared baseline
 // decodes the state, updates it and re-encodes it; a split-mode flush decodes the checkpoint,
-// folds, re-encodes it and derives the read copy from the folded float32 state; a split-mode
+// folds, re-encodes it and derives the read copy from the stored checkpoint; a split-mode
 // ordinary step reads the decoded read copy in place of S0.
 #include "cpu/mamba2_cpu.h"
 
@@ -164,11 +164,9 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
           std::copy(row.begin(), row.end(), S0 + p * N);
           out[p] = finish(acc, D, h, x[p], tok.z_at(p));
         }
-        if (split) {  // write the checkpoint back; derive the read copy from the float32 state
-          state_io::encode_head(mode.recurrence, ckpt, state_geo(geo), slot, h, S0, sr_of(cache, slot));
-          if (mode.has_read_copy())
-            state_io::encode_head(mode.read, cache.read, state_geo(geo), slot, h, S0, sr_of(cache, slot));
-        }
+        if (split)  // write the checkpoint back and derive the read copy from it
+          state_io::store_split_head(mode, ckpt, cache.read, state_geo(geo), slot, h, S0,
+                                     sr_of(cache, slot));
       } else {
         // Output-only route: y = abar (S0 . C) + sum_j s_j beta_j x_j + D x; no state formed.
         delta[hist] = hs.delta;

@@ -107,6 +107,14 @@ void encode_head(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t sl
   }
 }
 
+void store_split_head(const StateMode& mode, const StateBuffer& ckpt, const StateBuffer& read,
+                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr) {
+  encode_head(mode.recurrence, ckpt, g, slot, h, x, sr);
+  if (!mode.has_read_copy()) return;
+  if (mode.recurrence != F::kFp32) decode_head(mode.recurrence, ckpt, g, slot, h, x);
+  encode_head(mode.read, read, g, slot, h, x, sr);
+}
+
 void zero_slot(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t slot) {
   const int64_t m = g.heads * g.head_elems();
   const int64_t vbytes = f == F::kFp32 ? 4 * m : f == F::kFp8 ? m : f == F::kNvfp4 ? m / 2 : 2 * m;

@@ -29,6 +29,12 @@ void decode_head(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t sl
 /// of index (h * rows + r) * n + c with key (sr.seed, slot, sr.step) (precision.h).
 void encode_head(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t slot, int64_t h,
                  const float* x, SrDraw sr);
+/// A split mode's flush store of head (slot, h): encodes x into the checkpoint `ckpt` (format
+/// mode.recurrence), then derives the read copy `read` (mode.read, when the mode has one) from the
+/// checkpoint as stored — x is overwritten with the decoded checkpoint first when the recurrence
+/// rounds (fp16sr, fp8), so the copy is a function of the checkpoint alone (precision.h).
+void store_split_head(const StateMode& mode, const StateBuffer& ckpt, const StateBuffer& read,
+                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr);
 /// Sets every value and scale of the slot to zero (decodes to +0).
 void zero_slot(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t slot);
 

@@ -202,9 +202,8 @@ std::vector<float> cpu_round_slot(F f, const float* x, int64_t heads, int64_t ro
 
 // The passes StateEmulation runs around the library's step, bit for bit against precision.h's
 // rules computed on the host with the CPU codecs: which slots (flushing rows of the batch only,
-// pad / idle / ordinary slots untouched), which order (the read copy from the new fp32 state, not
-// from the rounded checkpoint), the SR keys (seed of (layer, slot), the step advancing once per
-// rounded slot, restarted by reset), for both layer kinds and the shared baselines.
+// pad / idle / ordinary slots untouched), which order (the checkpoint first, then the read copy
+// from the checkpoint as stored), for both layer kinds and the shared baselines.
 TEST(StateEmulationCuda, PassesFollowThePrecisionRules) {
   RSSM_SKIP_WITHOUT_CUDA_DEVICE();
   constexpr int64_t S = 4, Hh = 2, R = 8, N = 32, M = Hh * R * N;
@@ -228,10 +227,9 @@ TEST(StateEmulationCuda, PassesFollowThePrecisionRules) {
     cuda::SsmFamilyKind family;
   };
   const cuda::SsmFamilyKind M2 = cuda::SsmFamilyKind::kMamba2, GD = cuda::SsmFamilyKind::kGdn;
-  // (fp16sr/fp16sr runs natively since session 29: test_*_cuda_sr16.cpp.)
-  for (const Case& c : {Case{"fp16sr/nvfp4", M2}, Case{"fp8/nvfp4", M2}, Case{"shared-nvfp4", M2},
-                        Case{"shared-fp8", M2}, Case{"fp16sr/nvfp4", GD}, Case{"fp8/nvfp4", GD},
-                        Case{"shared-nvfp4", GD}}) {
+  // (fp16sr/fp16sr and fp16sr/nvfp4 run natively since sessions 29 / 30: test_*_cuda_sr16.cpp.)
+  for (const Case& c : {Case{"fp8/nvfp4", M2}, Case{"shared-nvfp4", M2}, Case{"shared-fp8", M2},
+                        Case{"shared-fp16", M2}, Case{"fp8/nvfp4", GD}, Case{"shared-nvfp4", GD}}) {
     const bool gdn = c.family == GD;
     SCOPED_TRACE(std::string(c.mode) + (gdn ? " (GDN)" : " (Mamba-2)"));
     const StateMode mode = parse_state_mode(c.mode);
@@ -283,9 +281,7 @@ TEST(StateEmulationCuda, PassesFollowThePrecisionRules) {
         if (!flushed(s)) continue;
         const std::vector<float> fresh_s(st, st + M);
         const auto ckpt = cpu_round_slot(mode.recurrence, fresh_s.data(), Hh, R, N, seed, s, sr_step);
-        const auto read = mode.read == mode.recurrence
-                              ? ckpt
-                              : cpu_round_slot(mode.read, fresh_s.data(), Hh, R, N, seed, s, sr_step);
+        const auto read = cpu_round_slot(mode.read, ckpt.data(), Hh, R, N, seed, s, sr_step);
         if (gdn) {  // state = the checkpoint; the float16 copy = what ordinary rows read
           std::copy(ckpt.begin(), ckpt.end(), st);
           for (int64_t i = 0; i < M; ++i) copy[s * M + i] = codec::f16_rne(read[i]);

@@ -222,8 +222,8 @@ CudaModel::CudaModel(const Checkpoint& ck, const ModelOptions& opt) : opt_(opt) 
   sh_.mode = opt.ssm;
   sh_.dt_floor = opt.dt_floor;
   sh_.state_mode = engine_state_mode(opt_.state);  // as checks.cpp admitted it (native or emulated)
-  // The kernels' state dtype: the 16-bit states, fp16sr/fp16sr's float16 checkpoint when it runs
-  // natively, else float32 (fp32 checkpoints of the split modes; emulated modes' storage).
+  // The kernels' state dtype: the 16-bit states, the fp16sr modes' float16 checkpoint when they
+  // run natively, else float32 (fp32 checkpoints of the split modes; emulated modes' storage).
   const bool sr16 = cuda_mode_native(sh_.state_mode) && sh_.state_mode.uses_sr();
   sh_.state_dtype = opt_.state == "bf16"                 ? DType::kBF16
                     : opt_.state == "fp16" || sr16 ? DType::kF16

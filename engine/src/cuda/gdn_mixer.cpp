@@ -47,8 +47,8 @@ class GdnMixer final : public CarvedMixer<GdnMixer> {
     cache_.ring_g = device_view(a.alloc_n<float>(S * Hv * R), DType::kF32, {S, Hv, R});
     // Split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4 run in the library (the read
     // copy, and each record's raw v and beta: the flush recomputes u from the checkpoint), and
-    // fp16sr/fp16sr (the float16 checkpoint and its SR keys; v and beta kept alike); other modes
-    // are emulated, split ones over fp32/fp16.
+    // fp16sr/fp16sr and fp16sr/nvfp4 (the float16 checkpoint and its SR keys; v and beta kept
+    // alike); other modes are emulated, split ones over fp32/fp16.
     const int64_t ssm_layer = sh.ssm_layers;
     emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kGdn, a, S, Hv, dv, dk, sh.ssm_layers++);
     cache_.mode = emu_.library_mode();

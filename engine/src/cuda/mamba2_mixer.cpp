@@ -49,8 +49,8 @@ class Mamba2Mixer final : public CarvedMixer<Mamba2Mixer> {
     cache_.ring_B = device_view(a.alloc_n<float>(S * G * R * N), DType::kF32, {S, G, R, N});
     // Split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 (replay only): the read copy
     // (precision.h layout: values and scales) next to the fp32 checkpoint; the library's
-    // reset_slots clears it with the checkpoint. fp16sr/fp16sr: the float16 checkpoint and its SR
-    // keys. Other modes: emulated over fp32/fp32.
+    // reset_slots clears it with the checkpoint. fp16sr/fp16sr and fp16sr/nvfp4: the float16
+    // checkpoint and its SR keys (and the NVFP4 copy). Other modes: emulated over fp32/fp32.
     const int64_t ssm_layer = sh.ssm_layers;
     emu_ = StateEmulation(sh.state_mode, SsmFamilyKind::kMamba2, a, S, Hh, P, N, sh.ssm_layers++);
     cache_.mode = emu_.library_mode();

@@ -76,15 +76,16 @@ void StateEmulation::after_step(float* state, uint16_t* copy16, const int32_t* s
   }
   // (Every emulated split mode has a read copy of its own: fp16sr/fp16sr runs natively.)
   if (family_ == SsmFamilyKind::kMamba2) {
-    // state holds the flushed slots' new fp32 state: checkpoint first, then what ordinary rows read.
+    // state holds the flushed slots' new fp32 state: the checkpoint first, then what ordinary
+    // rows read, derived from the checkpoint as stored (precision.h).
     round_slots(pass(state, master_, nullptr, mode_.recurrence, slot_ids, batch, is_flush), s);
-    round_slots(pass(state, state, nullptr, mode_.read, slot_ids, batch, is_flush), s);
+    round_slots(pass(master_, state, nullptr, mode_.read, slot_ids, batch, is_flush), s);
     return;
   }
-  // GDN: the copy from the new fp32 checkpoint, then the checkpoint in its own format.
-  round_slots(pass(state, nullptr, copy16, mode_.read, slot_ids, batch, is_flush), s);
+  // GDN: the checkpoint in its own format, then the copy from it.
   if (mode_.recurrence != F::kFp32)
     round_slots(pass(state, state, nullptr, mode_.recurrence, slot_ids, batch, is_flush), s);
+  round_slots(pass(state, nullptr, copy16, mode_.read, slot_ids, batch, is_flush), s);
 }
 
 void StateEmulation::reset(const int32_t* slot_ids, int64_t batch, cudaStream_t s) const {

@@ -49,12 +49,13 @@ void check_state_option(const ModelOptions& opt) {
   check<ConfigError>(!m.is_split() || opt.ssm == SsmMode::kReplay, "state mode '", name,
                      "' is a split mode (recurrence/read, a ReplaySSM checkpoint): it runs with --ssm "
                      "replay, not ", ssm_mode_name(opt.ssm));
-  // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy
-  // and fp16sr/fp16sr; anything else only emulated (ModelOptions::emulate_state).
+  // Natively the CUDA kernels run fp32 checkpoints with a bf16 / fp16 / fp8 / nvfp4 read copy,
+  // fp16sr/fp16sr and fp16sr/nvfp4; anything else only emulated (ModelOptions::emulate_state).
   check<UnsupportedError>(!opt.cuda || cuda_mode_native(m) || opt.emulate_state, "state mode '",
                           name,
                           "' is not built on the CUDA engine (its kernels run fp32, bf16, fp16, "
-                          "fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 and fp16sr/fp16sr): run it "
+                          "fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr and "
+                          "fp16sr/nvfp4): run it "
                           "with --device cpu");
 }
 
@@ -62,7 +63,8 @@ bool cuda_mode_native(const StateMode& m) {
   if (m.is_default()) return true;
   if (m.shared) return false;
   return m.recurrence == StateFormat::kFp32 ||  // read: bf16, fp16, fp8 or nvfp4
-         (m.recurrence == StateFormat::kFp16Sr && m.read == StateFormat::kFp16Sr);
+         (m.recurrence == StateFormat::kFp16Sr &&
+          (m.read == StateFormat::kFp16Sr || m.read == StateFormat::kNvfp4));
 }
 
 bool cuda_state_native(const ModelConfig& /*cfg*/, const std::string& state) {

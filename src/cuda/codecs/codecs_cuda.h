@@ -35,12 +35,13 @@ struct FlushedRows {
 };
 
 /// Derives a split mode's NVFP4 read copy after a flush: for every flushing slot s and head h,
-/// group g = s * heads + h of x (float32 [slots * heads, group_rows * n], the new checkpoint) is
-/// encoded exactly as nvfp4_encode encodes it into group g of `out` (group_rows as out's).
-/// Other slots are not touched. Grid (heads, batch): one block per group, its values held in
-/// registers (read once) where they fit.
-void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
-                          const Nvfp4& out, void* stream);
+/// group g = s * heads + h of x ([slots * heads, group_rows * n], the new checkpoint: float32, or
+/// float16 for fp16sr/nvfp4 — x_dtype kF32 or kF16, 16-byte aligned) is encoded exactly as
+/// nvfp4_encode encodes its values widened to float32 into group g of `out` (group_rows as
+/// out's). Other slots are not touched. Grid (heads, batch): one block per group, its values held
+/// in registers (read once) where they fit.
+void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
+                          int64_t group_rows, int64_t n, const Nvfp4& out, void* stream);
 /// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does
 /// (grid (heads, batch), one warp per row).
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,

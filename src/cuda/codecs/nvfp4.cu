@@ -1,5 +1,6 @@
 // NVFP4 encode/decode kernels (include/replayssm/codecs.h). The per-block math is
 // src/common/codec_math.h, shared with the CPU backend; only the loop structure differs.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "common/codec_math.h"
@@ -12,29 +13,53 @@ namespace {
 
 constexpr int kThreads = kCodecThreads;
 
+/// x[i] widened to float (exact for float16).
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+/// The 16 values of one NVFP4 block from 16-byte aligned `src`, widened to float.
+__device__ __forceinline__ void load_block(const float* src, float* v) {
+  const float4* q = reinterpret_cast<const float4*>(src);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float4 f = q[k];
+    v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+  }
+}
+__device__ __forceinline__ void load_block(const __half* src, float* v) {
+  const uint4* q = reinterpret_cast<const uint4*>(src);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const uint4 u = q[k];
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+      v[8 * k + 2 * j] = f.x, v[8 * k + 2 * j + 1] = f.y;
+    }
+  }
+}
+
 /// Encodes one group of group_elems contiguous floats (all kThreads threads of the block call it;
 /// `smem` is reused after it returns).
-__device__ __forceinline__ void encode_group(const float* __restrict__ xg, int64_t group_elems,
+template <class T>
+__device__ __forceinline__ void encode_group(const T* __restrict__ xg, int64_t group_elems,
                                              uint8_t* __restrict__ codes,
                                              uint8_t* __restrict__ scales, float* global,
                                              float* smem) {
   float amax = 0.0f;
-  for (int64_t i = threadIdx.x; i < group_elems; i += kThreads) amax = codec::amax_step(amax, xg[i]);
+  for (int64_t i = threadIdx.x; i < group_elems; i += kThreads)
+    amax = codec::amax_step(amax, to_f32(xg[i]));
   const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
   if (threadIdx.x == 0) *global = s2;
   const int64_t nblocks = group_elems / 16;
   for (int64_t b = threadIdx.x; b < nblocks; b += kThreads) {
     float v[16];
-    const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
-    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float4 f = src[k];
-        v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
-      }
+    if ((reinterpret_cast<uintptr_t>(xg + b * 16) & 15) == 0) {
+      load_block(xg + b * 16, v);
     } else {
 #pragma unroll
-      for (int k = 0; k < 16; ++k) v[k] = xg[b * 16 + k];
+      for (int k = 0; k < 16; ++k) v[k] = to_f32(xg[b * 16 + k]);
     }
     uint8_t c[8];
     scales[b] = codec::nvfp4_encode_block(v, s2, c);
@@ -60,7 +85,8 @@ __global__ void __launch_bounds__(kThreads)
 /// kThreads * kResidentBlocks, group 16-byte aligned): every value read once, all loads in
 /// flight together, the group amax from the registers.
 constexpr int kResidentBlocks = 4;
-__device__ __forceinline__ void encode_group_resident(const float* __restrict__ xg,
+template <class T>
+__device__ __forceinline__ void encode_group_resident(const T* __restrict__ xg,
                                                       int64_t nblocks, uint8_t* __restrict__ codes,
                                                       uint8_t* __restrict__ scales, float* global,
                                                       float* smem) {
@@ -70,12 +96,7 @@ __device__ __forceinline__ void encode_group_resident(const float* __restrict__ 
   for (int j = 0; j < kResidentBlocks; ++j) {
     const int64_t b = threadIdx.x + static_cast<int64_t>(j) * kThreads;
     if (b >= nblocks) break;
-    const float4* src = reinterpret_cast<const float4*>(xg + b * 16);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 f = src[k];
-      v[j][4 * k] = f.x, v[j][4 * k + 1] = f.y, v[j][4 * k + 2] = f.z, v[j][4 * k + 3] = f.w;
-    }
+    load_block(xg + b * 16, v[j]);
   }
 #pragma unroll
   for (int j = 0; j < kResidentBlocks; ++j) {
@@ -100,15 +121,16 @@ __device__ __forceinline__ void encode_group_resident(const float* __restrict__ 
 
 /// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each
 /// (a row that flushes alone among ordinary ones is done in about one group's time).
+template <class T>
 __global__ void __launch_bounds__(kThreads)
-    encode_flushed_kernel(const float* __restrict__ x, int64_t group_elems, FlushedRows rows,
+    encode_flushed_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                           float* __restrict__ globals) {
   __shared__ float smem[kThreads / 32];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
   const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
-  const float* xg = x + g * group_elems;
+  const T* xg = x + g * group_elems;
   const int64_t nblocks = group_elems / 16;
   if (nblocks <= static_cast<int64_t>(kThreads) * kResidentBlocks &&
       (reinterpret_cast<uintptr_t>(xg) & 15) == 0)
@@ -155,13 +177,20 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
   check_launch("codecs.nvfp4_decode kernel");
 }
 
-void nvfp4_encode_flushed(const float* x, const FlushedRows& rows, int64_t group_rows, int64_t n,
-                          const Nvfp4& out, void* stream) {
+void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
+                          int64_t group_rows, int64_t n, const Nvfp4& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
-                          kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, group_rows * n, rows, out.codes.ptr<uint8_t>(), out.block_scales.ptr<uint8_t>(),
-      out.global_scales.ptr<float>());
+  const dim3 grid(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch));
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto* codes = out.codes.ptr<uint8_t>();
+  auto* blocks = out.block_scales.ptr<uint8_t>();
+  auto* globals = out.global_scales.ptr<float>();
+  if (x_dtype == DType::kF16)
+    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(static_cast<const __half*>(x), group_rows * n,
+                                                     rows, codes, blocks, globals);
+  else
+    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(static_cast<const float*>(x), group_rows * n,
+                                                     rows, codes, blocks, globals);
   check_launch("codecs.nvfp4_encode_flushed kernel");
 }
 

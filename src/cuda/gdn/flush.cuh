@@ -21,17 +21,19 @@
 // forms the record weights and the token (k^, q^, alpha·k^ into shared memory: registers are for
 // the state rows), u_j is scaled by c_j in place (KDA: k^_j by c_j), and the fold is a
 // register-tiled rank-h update.
-// Split state modes (fp32/bf16, fp32/fp16; EXACT = true): the ordinary steps read the 16-bit copy,
-// so the ring's u came from copy reads and must not enter the recurrence. The flush recomputes
-// every u_j from the fp32 checkpoint exactly as the fp32 mode's ordinary step j computed it
-// (replay_group.cuh epilogue, the same roundings in the same order):
+// Split state modes (fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, and fp16sr/nvfp4 over its float16
+// checkpoint; EXACT = true): the ordinary steps read a copy, so the ring's u came from copy reads
+// and must not enter the recurrence. The flush recomputes every u_j from the checkpoint (fp32:
+// exactly as the fp32 mode's ordinary step j computed it
+// (replay_group.cuh epilogue, the same roundings in the same order)):
 //   u_j = beta_j (v_j - hk_j),  hk_j = A_j·(S0_r·k^_j) + Σ_{i<j} u_i ck_{j,i},
 //   A_j = e^{g_j + g_{j-1} + .. + g_0},  ck_{j,i} = e^{g_j + .. + g_{i+1}} k^_i·k^_j
 // (KDA: the decay per channel inside the dots, S0_r·(e^{g_j + .. + g_0} ⊙ k^_j) and
 // ck_{j,i} = (e^{g_j + .. + g_{i+1}} ⊙ k^_i)·k^_j, A = 1), from the ring's v, beta, k^ and g, then
-// folds them as above and writes the checkpoint and its 16-bit copy: the flushed checkpoint is the
-// fp32 mode's (output-only route of the group kernel, the dispatcher's) bit for bit (a GPU test), in one pass over S0 instead of h sequential delta-rule
-// updates (bench/NOTES_gdn.md "Session 18").
+// folds them as above and writes the checkpoint and its 16-bit copy: the flushed fp32 checkpoint
+// is the fp32 mode's (output-only route of the group kernel, the dispatcher's) bit for bit (a GPU
+// test), in one pass over S0 instead of h sequential delta-rule updates (bench/NOTES_gdn.md
+// "Session 18").
 // Grid: persistent over the flush rows' items (common/flush_rows.cuh); shared memory
 // FlushSmem (launch.h).
 #pragma once
@@ -50,12 +52,12 @@ namespace replayssm::cuda::gdn {
 /// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs
 /// the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every thread of the
 /// block calls it (it synchronises the block, but not before it returns).
-template <int K, bool KDA, int RPT>
-__device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R, int hist,
-                                        int nrows, int r0, int lr,
-                                        const uint4 (&raw)[RPT][Layout<4, K>::kChunksPerLane],
-                                        float (&s)[RPT][Layout<4, K>::kCols]) {
-  using Lay = Layout<4, K>;
+template <class TState, int K, bool KDA, int RPT>
+__device__ __forceinline__ void exact_u(
+    const FlushSmem& sm, float* smem, int R, int hist, int nrows, int r0, int lr,
+    const uint4 (&raw)[RPT][Layout<sizeof(TState), K>::kChunksPerLane],
+    float (&s)[RPT][Layout<sizeof(TState), K>::kCols]) {
+  using Lay = Layout<sizeof(TState), K>;
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
   constexpr int LPR = Lay::kLanesPerRow;
   constexpr int TPC = LPR / RPT;  // records per transposed sum (RPT rows x TPC records = LPR)
@@ -146,7 +148,7 @@ __device__ __forceinline__ void exact_u(const FlushSmem& sm, float* smem, int R,
 #pragma unroll
   for (int i = 0; i < RPT; ++i)
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) unpack16<float>(raw[i][c], &s[i][c * VEC]);
+    for (int c = 0; c < CPL; ++c) unpack16<TState>(raw[i][c], &s[i][c * VEC]);
   __syncthreads();  // (KDA: sBk)
   for (int j0 = 0; j0 < hist; j0 += TPC) {
     float part[LPR];
@@ -214,8 +216,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   constexpr int COLS = Lay::kCols, VEC = Lay::kVec, CPL = Lay::kChunksPerLane;
   constexpr int LPR = Lay::kLanesPerRow;
   static_assert(RPT % 4 == 0, "a thread's rows are read as float4 from the ring u rows");
-  static_assert(!EXACT || (sizeof(TState) == 4 && LPR % RPT == 0),
-                "split modes: an fp32 checkpoint, a row group's sums spread over its lanes");
+  static_assert(!EXACT || LPR % RPT == 0, "split modes: a row group's sums spread over its lanes");
   const int tid = threadIdx.x, lane = tid & 31;
   const int lr = lane % LPR;
   const int r0 = ((tid >> 5) * Lay::kRowsPerWarp + lane / LPR) * RPT;  // the thread's first row
@@ -292,7 +293,7 @@ __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem&
   cp_async_wait<0>();
   __syncthreads();
   float s[RPT][COLS];
-  if constexpr (EXACT) exact_u<K, KDA, RPT>(sm, smem, R, hist, nrows, r0, lr, raw, s);
+  if constexpr (EXACT) exact_u<TState, K, KDA, RPT>(sm, smem, R, hist, nrows, r0, lr, raw, s);
   if constexpr (KDA) {
     // Per key channel, as the group kernel's chain forms them: the gate sums from the newest
     // record back, c_j⊙k^_j in place, then ā'.

@@ -594,10 +594,13 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   Plan autop = plan_replay(d, c.batch, cursors.config.L, sdt);
   override_replay_plan(autop);
   const Plan plan = resolve(want, autop, d, sdt, true, op);
-  if (only == 1) {  // a split mode: the flush call's plan (fp32 checkpoint), checked up front
-    Plan fauto = plan_replay(d, c.batch, cursors.config.L, kF32);
+  // The checkpoint a split mode's flush call reads: float32, but the float16 one of fp16sr/nvfp4
+  // (a quantised mode's cache.state is its checkpoint; a 16-bit mode's ordinary call sees its copy).
+  const DType flush_dtype = only == 1 && !quant ? kF32 : c.state_dtype;
+  if (only == 1) {  // a split mode: the flush call's plan, checked up front
+    Plan fauto = plan_replay(d, c.batch, cursors.config.L, flush_dtype);
     override_replay_plan(fauto);
-    resolve(forced, fauto, d, kF32, true, op);
+    resolve(forced, fauto, d, flush_dtype, true, op);
   }
   const int64_t R = cursors.config.rows();
   const bool group = plan.kernel == 2;
@@ -659,7 +662,7 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
       s.smem =
           static_cast<size_t>(group_smem(d, plan, R, sdt, group_folds(q), bits).total) *
           sizeof(float);
-    if (quant && q.only == 1) {  // (the flush launch reads the fp32 checkpoint)
+    if (quant && q.only == 1) {  // (the flush launch reads the checkpoint)
       if (c.in_dtype == kF32)
         dispatch_quant<float>(nvfp4, q, s, stream);
       else
@@ -674,9 +677,9 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   // the fp32 checkpoint, whose flush recomputes u from the ring's v and beta (flush.cuh, EXACT).
   // The flush launch's shape, checked before anything is enqueued (split modes: also in the
   // ordinary call, for the flush call that follows it).
-  const DType flush_dtype = only == 1 ? kF32 : c.state_dtype;
   StepParams f = p;
   f.only = 2;
+  f.exact_u = only != 0;
   f.early_exit = false;
   f.group_kernel = false;
   f.rows_per_thread = kFlushRowsPerThread;

@@ -71,9 +71,10 @@ void launch_replay(const StepParams& p, const LaunchShape& ls, cudaStream_t stre
           fs.grid.x = std::min<unsigned>(fs.grid.x, resident_blocks(kernel, fs.threads, fs.smem));
           enqueue(kernel, p, fs, stream, op);
         };
-        // Split modes (ring_v set; fp32 checkpoints only) recompute u in the flush (EXACT).
-        if constexpr (std::is_same_v<TState, float>)
-          if (p.ring_v)
+        // Split modes whose ordinary rows read a copy recompute u in the flush (EXACT; fp32
+        // checkpoints, and fp16sr/nvfp4's float16 one).
+        if constexpr (std::is_same_v<TState, float> || std::is_same_v<TState, f16>)
+          if (p.exact_u)
             return persistent(flush_kernel<TIn, TState, K, KDA, kFlushRowsPerThread, true>);
         if constexpr (!KDA)
           if (p.flush_pipe)

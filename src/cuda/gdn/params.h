@@ -50,12 +50,14 @@ struct StepParams {
   int32_t heads_per_block = 1, units_per_head = 1, nvc = 1, nru = 1, stages = 2;
   // split state modes fp32/bf16, fp32/fp16 (precision.h): two launches per step, the ordinary
   // rows over the 16-bit read copy (group kernel; they also append v and beta to ring_v /
-  // ring_beta), the flush rows over the fp32 checkpoint (flush.cuh with EXACT: every record's u
-  // recomputed from the fp32 checkpoint and (k^, g, beta, v), so nothing read from the copy
-  // enters the recurrence), which also write the copy
+  // ring_beta), the flush rows over the checkpoint (flush.cuh with EXACT: every record's u
+  // recomputed from the checkpoint and (k^, g, beta, v), so nothing read from the copy enters
+  // the recurrence), which also write the copy
   int8_t only = 0;            ///< 0 every row; 1 ordinary rows only; 2 flush rows only (flush.cuh)
   bool early_exit = false;    ///< only = 1: a flush row leaves before its checkpoint is requested
   bool flush_pipe = false;    ///< only = 2: the pipelined flush kernel (flush_pipe.cuh)
+  bool exact_u = false;       ///< only = 2: recompute every u (flush.cuh EXACT; split modes whose
+                              ///< ordinary rows read a copy: fp32/* and fp16sr/nvfp4)
   void* copy = nullptr;       ///< flush rows: the read copy [slots, HV, V, K] to write
   bool copy_f16 = false;      ///< the read copy is float16 (else bfloat16)
   float* ring_v = nullptr;    ///< [slots, HV, R, V] (split modes)

@@ -533,9 +533,11 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
   bool group = false;
   const Plan want = quant ? quant_read_plan(forced, op) : forced;
   const Plan plan = resolve_replay(want, d, c.batch, cursors.config.L, bits, c.ring_dtype, op, group);
-  if (only == 1) {  // a split mode: the flush call's plan (fp32 checkpoint), checked up front
+  if (only == 1) {  // a split mode: the flush call's plan, checked up front (its checkpoint is
+                    // float32, or fp16sr/nvfp4's float16 one: a quantised mode's cache.state)
     bool flush_group = false;
-    resolve_replay(forced, d, c.batch, cursors.config.L, 32, c.ring_dtype, op, flush_group);
+    resolve_replay(forced, d, c.batch, cursors.config.L, quant ? bits_of(c.state_dtype) : 32,
+                   c.ring_dtype, op, flush_group);
   }
   // The group kernel copies ring x rows in 16-byte pieces.
   if (reinterpret_cast<uintptr_t>(cache.ring_x.data) % 16 != 0) {
