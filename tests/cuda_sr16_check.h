@@ -91,7 +91,9 @@ inline int f16_steps(uint16_t a, uint16_t b) {
 /// their float32 values (sums of the same terms in another order) straddle the word's threshold:
 /// in at most 1% of the elements (a wrong key or element index would move about a third of them),
 /// by one float16 step, or by more only where the element is tiny against the slot (cancelling
-/// terms: within 2^-20 of the slot's largest magnitude, 1/1024 of a float16 step there).
+/// terms: within 2^-18 of the slot's largest magnitude, 1/256 of a float16 step there — two
+/// float32 folds of up to 16 records whose terms reach that magnitude differ by up to ~16 · 2^-24
+/// of it each, and one H200 run of L = 16 saw 2^-19.7).
 inline void expect_sr16_slot(const uint16_t* gpu, const uint16_t* cpu, const uint16_t* before,
                              int64_t n, int32_t slot, bool flushed) {
   if (!flushed) {
@@ -101,7 +103,7 @@ inline void expect_sr16_slot(const uint16_t* gpu, const uint16_t* cpu, const uin
   }
   double largest = 0.0;
   for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::abs(double(f16_to_f32(cpu[i]))));
-  const double floor = std::ldexp(largest, -20);
+  const double floor = std::ldexp(largest, -18);
   int64_t differ = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (gpu[i] == cpu[i]) continue;
