@@ -89,14 +89,18 @@ void print_eval_table(const EvalRunInfo& info, const EvalResult& r) {
   fmt::print("{:.2f} s: {:.0f} positions/s ({:.0f} decode tokens/s over {} models, device {})\n\n",
              r.seconds, per_s, per_s * double(1 + r.candidates.size()), 1 + r.candidates.size(),
              info.device);
-  fmt::print("{:<12} {:<12} {:>3} {:<9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>10}\n", "state", "ssm",
-             "L", "bucket", "positions", "mean KL", "max KL", "top-1", "bits/B", "ref bits/B");
+  // The state column fits the longest label ("fp16sr/fp16sr": 13 characters) and any longer one.
+  size_t state_w = 13;
+  for (const CandidateResult& c : r.candidates) state_w = std::max(state_w, c.config.label.size());
+  fmt::print("{:<{}} {:<12} {:>3} {:<9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>10}\n", "state",
+             state_w, "ssm", "L", "bucket", "positions", "mean KL", "max KL", "top-1", "bits/B",
+             "ref bits/B");
   for (const CandidateResult& c : r.candidates) {
     const auto& o = c.config.options;
     const std::string L = o.ssm == engine::SsmMode::kReplay ? std::to_string(o.ring_L) : "-";
     auto line = [&](const std::string& bucket, const EvalStats& s) {
-      fmt::print("{:<12} {:<12} {:>3} {:<9} {:>9} {:>10.3e} {:>10.3e} {:>7.4f} {:>9.4f} {:>10.4f}\n",
-                 c.config.label, variant(o), L, bucket, s.positions, s.kl, s.kl_max,
+      fmt::print("{:<{}} {:<12} {:>3} {:<9} {:>9} {:>10.3e} {:>10.3e} {:>7.4f} {:>9.4f} {:>10.4f}\n",
+                 c.config.label, state_w, variant(o), L, bucket, s.positions, s.kl, s.kl_max,
                  s.top1_agreement, s.bits_per_byte, s.ref_bits_per_byte);
     };
     if (&c != &r.candidates.front()) fmt::print("\n");

@@ -47,6 +47,10 @@ const char* ssm_family_name(SsmFamily f);
 ///   Mamba-2 fp32/bf16 (f46bfb9, after the split step's redundant flush launch went): mixed
 ///     2.11x / 1.92x (Nano-4B / Super) at batch 64; at d9c0ac3, before that fix, 0.67-0.73x at
 ///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.
+///   Mamba-2 NVFP4 copies (fp32/nvfp4, fp16sr/nvfp4; H200, 192ae81, bench/results/
+///     s30-kernels-mamba2-*-192ae81.json): mixed at L = 16 / the mode's own L = 1 step, Nano-4B,
+///     57.4 / 71.4 and 61.0 / 76.0 µs at batch 32, 88.1 / 135.6 and 94.2 / 143.6 at 64:
+///     L = min(requested, 16) at batch >= 32 (fp32/fp8 from 64, as the 16-bit copies).
 ///   GDN fp32/bf16 (aafb793, bench/results/kernels-gdn-fp32-bf16-aafb793.txt): mixed Qwen3.5-4B
 ///     0.76x / 0.99x / 1.21x / 1.53x at batch 8 / 16 / 32 / 64 (window 0.99x / 1.32x / 1.43x /
 ///     1.69x), Qwen3.5-122B 0.83x / 1.12x / 1.28x at batch 4 / 8 / 16: L = min(requested, 16)
@@ -55,7 +59,9 @@ const char* ssm_family_name(SsmFamily f);
 ///     ordinary step reads a quarter / an eighth of the bytes but is latency-bound, and every
 ///     flush also encodes the copy: mixed Qwen3.5-4B 1.02x / 0.98x at batch 64, 1.40x / 1.33x
 ///     at 128, 1.53x / 1.41x at 256, 1.60x / 1.47x at 512: L = min(requested, 16) at batch >=
-///     128 (every state size; Qwen3.5-122B not measured).
+///     128 (every state size; Qwen3.5-122B not measured). fp16sr/nvfp4 alike (192ae81: mixed /
+///     its L = 1 82.5 / 92.7 µs at 64, 53.1 / 49.7 at 32: it would pay from 64, but `read` does
+///     not tell it from fp32/nvfp4, whose 64 is 75.8 / 73.6).
 ///   KDA fp32/bf16 at L = 8 (aafb793, kernels-kda-L8-fp32-bf16-aafb793.txt): mixed 0.65x at
 ///     batch 32, 1.19x / 1.21x / 1.23x / 1.25x at 64 / 128 / 256 / 512: L = min(requested, 8)
 ///     at batch >= 64.

@@ -146,32 +146,6 @@ RSSM_CODEC_FN float e2m1_decode(uint8_t c) {
   return f32_from_bits(f32_bits(mag) | (static_cast<uint32_t>(c & 8u) << 28));
 }
 
-/// e2m1_encode(div_rn(x, b)) without the division, for finite b in [2^-125, 2^125] and
-/// rcp = div_rn(1, b) (x not NaN). q = x * rcp is within 2 float32 steps of x / b (two roundings
-/// of 2^-24 each; the grid of RN(x / b)), so E2M1-rounding q (on its bits: ties to even at one
-/// mantissa bit for |q| >= 1, the 0.25 / 0.75 ties below, saturation at code 7) gives the same
-/// code unless q lies within a few steps of one of those ties (|q| >= 1: 8 steps; 0.25, 0.75:
-/// 2^-21, 2^-20, i.e. 16 steps); those take the division (one element in ~2^18).
-RSSM_CODEC_FN uint8_t e2m1_encode_quotient(float x, float b, float rcp) {
-  const float q = mul_rn(x, rcp);
-  const uint32_t u = f32_bits(q), a = u & 0x7fffffffu;
-  uint32_t c;
-  bool tie;
-  if (a >= 0x3f800000u) {  // |q| >= 1, Inf included
-    tie = (a & 0x3fffffu) - 0x1ffff8u <= 16u;  // dropped bits within 8 of the half (wraps)
-    const uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
-    const uint32_t code = (r >> 22) - 252u;  // (exponent - 126) << 1 | kept bit; 1.0 -> 2
-    c = code < 7u ? code : 7u;               // 6 and above (7.0 rounds to 8) saturate
-  } else {
-    const float m = f32_from_bits(a);
-    const float d25 = m - 0.25f, d75 = m - 0.75f;  // exact (Sterbenz) or far from the tie
-    tie = (d25 <= 0x1p-21f && d25 >= -0x1p-21f) || (d75 <= 0x1p-20f && d75 >= -0x1p-20f);
-    c = m <= 0.25f ? 0u : m < 0.75f ? 1u : 2u;
-  }
-  if (tie) return e2m1_encode(div_rn(x, b));
-  return static_cast<uint8_t>(((u >> 28) & 0x8u) | c);
-}
-
 // ---- NVFP4 -----------------------------------------------------------------------------------
 
 /// Global (decode) scale of a group from its finite amax: amax / (6 * 448).
@@ -192,14 +166,9 @@ RSSM_CODEC_FN uint8_t nvfp4_encode_block(const float* x, float s2, uint8_t* code
   }
   const uint8_t d = s2 > 0.0f ? e4m3_encode(div_rn(amax, mul_rn(s2, 6.0f))) : uint8_t{0};
   const float sb = mul_rn(e4m3_decode(d), s2);
-  // e2m1_encode(div_rn(x[i], sb)) per element, through one reciprocal where sb allows.
-  const bool by_rcp = sb >= 0x1p-125f && sb <= 0x1p125f;
-  const float rcp = by_rcp ? div_rn(1.0f, sb) : 0.0f;
   uint8_t c[16];
   for (int i = 0; i < 16; ++i) {
-    if (by_rcp)
-      c[i] = e2m1_encode_quotient(x[i], sb, rcp);
-    else if (sb > 0.0f)
+    if (sb > 0.0f)
       c[i] = e2m1_encode(div_rn(x[i], sb));
     else  // zero scale: every finite element 0, +-Inf saturates to +-6
       c[i] = is_inf(x[i]) ? static_cast<uint8_t>(((f32_bits(x[i]) >> 28) & 0x8u) | 0x7u) : 0;

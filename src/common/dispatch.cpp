@@ -25,8 +25,12 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
   const bool copy = read != StateFormat::kFp32 && !sr16;
   const bool quant = read == StateFormat::kFp8 || read == StateFormat::kNvfp4;
   switch (family) {
-    case SsmFamily::kMamba2:
-      return batch >= (sr16 ? 8 : copy ? 64 : 16) ? std::min<int32_t>(requested, 16) : 1;
+    case SsmFamily::kMamba2: {
+      // NVFP4 copies (fp32/nvfp4, fp16sr/nvfp4) from 32: H200 Nano-4B mixed phases 57.4 / 61.0
+      // µs against their L = 1 steps' 71.4 / 76.0 at batch 32 (bench/NOTES.md "Session 30").
+      const int64_t from = sr16 ? 8 : read == StateFormat::kNvfp4 ? 32 : copy ? 64 : 16;
+      return batch >= from ? std::min<int32_t>(requested, 16) : 1;
+    }
     case SsmFamily::kGdn: {
       const bool big = state_bytes >= (int64_t{4} << 20);
       const int64_t from = sr16 ? 8 : quant ? 128 : copy ? (big ? 8 : 32) : (big ? 8 : 16);
