@@ -166,9 +166,11 @@ TEST(GdnCudaSr16, Fp16srNvfp4ReadsTheCopyOfTheStoredCheckpoint) {
       EXPECT_GT(w.ordinary_rows, 0);
       if (::testing::Test::HasFailure()) return;
     }
-  Walk qwen, conv;
+  Walk qwen, kimi, conv;
   walk(kQwen4B, Gate::kScalar, 16, 40, test_seed(17112), 6, qwen, "fp16sr/nvfp4");
   EXPECT_GT(qwen.flush_rows, 0);
+  walk(kKimi, Gate::kChannel, 8, 20, test_seed(17114), 6, kimi, "fp16sr/nvfp4");  // KDA, K 128
+  EXPECT_GT(kimi.flush_rows, 0);
   walk(kGpuSmall, Gate::kScalar, 1, 6, test_seed(17113), 6, conv, "fp16sr/nvfp4");
   EXPECT_EQ(conv.ordinary_rows, 0);
 }

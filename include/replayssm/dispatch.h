@@ -42,8 +42,8 @@ const char* ssm_family_name(SsmFamily f);
 ///     (with a read copy: below).
 /// `read`: the read copy's format of a split state mode (precision.h: kBf16, kFp16, kFp8, kNvfp4),
 /// kFp32 for none: its flushes also write the copy (GDN/KDA: recomputing every record's u), so
-/// replay pays from larger batches; at L = 1 the step is the fp32 conventional one (the copy is
-/// never read):
+/// replay pays from larger batches; at L = 1 the step is the mode's conventional one (fp32, or
+/// fp16sr/nvfp4's SR-writing one; the copy is never read):
 ///   Mamba-2 fp32/bf16 (f46bfb9, after the split step's redundant flush launch went): mixed
 ///     2.11x / 1.92x (Nano-4B / Super) at batch 64; at d9c0ac3, before that fix, 0.67-0.73x at
 ///     batch 32 (not re-measured since): L = min(requested, 16) at batch >= 64.

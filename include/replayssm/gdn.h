@@ -61,9 +61,10 @@ struct Tokens {
 /// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
 /// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
 /// (quantised copies 16-byte aligned, their scales 4-byte aligned; the flushed slots' copies are
-/// encoded on the device byte for byte as codecs.h encodes them) and fp16sr/fp16sr (the float16
-/// checkpoint's writes rounded stochastically inside the flush and conventional kernels with the
-/// codec's Philox words, the slots' step counters advanced on the device) and rejects the others
+/// encoded on the device byte for byte as codecs.h encodes them) and fp16sr/fp16sr and
+/// fp16sr/nvfp4 (the float16 checkpoint's writes rounded stochastically inside the flush and
+/// conventional kernels with the codec's Philox words, the slots' step counters advanced on the
+/// device) and rejects the others
 /// with UnsupportedError): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): state and ring_u/k/g only, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
@@ -75,9 +76,10 @@ struct Tokens {
 ///     recomputes every correction exactly from the float32-decoded checkpoint, record by record
 ///     (u_j = beta_j (v_j - S (alpha_j . k^_j)); S <- S diag(alpha_j) + u_j k^_j^T: the
 ///     conventional step's own arithmetic), then takes the token's conventional step (y from the
-///     new float32 state), writes the checkpoint back and derives `read` from the new state (at
+///     new float32 state), writes the checkpoint back and derives `read` from it as stored (at
 ///     L = 1, where every step is a flush of the current token and nothing reads `read`, the
-///     CUDA backend runs the fp32 conventional step and leaves `read` as it is). With
+///     CUDA backend runs the mode's conventional step, fp32 or fp16sr's, and leaves `read` as it
+///     is). With
 ///     an fp32 recurrence a flushed checkpoint therefore equals the conventional fp32 state of the
 ///     same tokens bit for bit. Ring cost: R (HV V + HV) * 4 more bytes per slot.
 ///     fp16sr/fp16sr on CUDA: ordinary steps read the float16 checkpoint itself, so their ring_u

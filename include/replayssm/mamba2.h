@@ -52,17 +52,18 @@ struct Tokens {
 ///
 /// State modes (precision.h; every mode on the CPU backend; the CUDA backend runs fp32/fp32 and,
 /// in replay_step and reset_slots, the split modes fp32/bf16, fp32/fp16, fp32/fp8 and fp32/nvfp4
-/// with the read copy's values 16-byte and its scales 4-byte aligned, and fp16sr/fp16sr (the
-/// float16 checkpoint's writes rounded stochastically inside the flush and conventional kernels
-/// with the codec's Philox words, the slots' step counters advanced on the device); other modes
+/// with the read copy's values 16-byte and its scales 4-byte aligned, and fp16sr/fp16sr and
+/// fp16sr/nvfp4 (the float16 checkpoint's writes rounded stochastically inside the flush and
+/// conventional kernels with the codec's Philox words, the slots' step counters advanced on the
+/// device; fp16sr/nvfp4's copy encoded from the written checkpoint); other modes
 /// raise UnsupportedError naming the mode): `mode` says how `state` is stored and what else is used.
 ///   fp32/fp32 (default): only state, ring_x, ring_dt, ring_B, exactly as without modes.
 ///   split modes (replay_step): state is the checkpoint in mode.recurrence's format (fp32 float32;
 ///     fp16sr float16; fp8 uint8 codes + state_scales.rows), `read` the read copy [slots, H, P, N]
 ///     in mode.read's format (blocks along d_state, one nvfp4 global scale per (slot, head));
 ///     fp16sr/fp16sr keeps no read copy (ordinary steps read the checkpoint). Flushes fold the
-///     records into the float32-decoded checkpoint, write it back and derive `read` from the new
-///     float32 state; ordinary steps read `read` and the ring only. The ring is the same as in
+///     records into the float32-decoded checkpoint, write it back and derive `read` from the
+///     checkpoint as stored (with an fp32 recurrence: the new float32 state); ordinary steps read `read` and the ring only. The ring is the same as in
 ///     fp32/fp32 (its records do not depend on the state), so with an fp32 recurrence every
 ///     flushed checkpoint equals fp32/fp32's bit for bit.
 ///   shared-<f> (conventional_step only): state is the one state in format f (nvfp4: uint8

@@ -11,7 +11,7 @@
 //    engine's own floor (modes differ from one another by 10x to 1e6x: a missing rounding, a
 //    mode swapped for another or a corrupted state is far outside), below 3e-5 under it.
 //  * the assembled passes (before_step / after_step) bit for bit against precision.h's rules on
-//    the host: flushing rows only, the read copy from the new fp32 state, SR keys and reset.
+//    the host: flushing rows only, the read copy from the rounded checkpoint, and reset.
 //  * evaluate()'s concurrent CUDA models: identical configurations stay bit-identical.
 #include <gtest/gtest.h>
 
@@ -376,7 +376,7 @@ TEST(StateEmulationCuda, ConcurrentModelsInEvalAreDeterministic) {
   const auto tokens = text_tokens(3 * 150);
   for (const char* name : {"nemotron-h-tiny", "qwen3-next-tiny"}) {
     const std::string model = (fs::path(RSSM_SOURCE_DIR) / "models" / name).string();
-    for (const char* state : {"fp32", "fp16sr/nvfp4"}) {
+    for (const char* state : {"fp32", "fp8/nvfp4"}) {
       EvalConfig ref;
       ref.label = state;
       ref.options.cuda = true;

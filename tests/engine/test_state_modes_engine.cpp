@@ -155,7 +155,7 @@ TEST(EngineStateModesLoad, ModeAndSsmMustAgreeAndNamesAreNamed) {
   ModelOptions spec = options("fp32/bf16", SsmMode::kReplay, 8);
   spec.spec_T = 2;
   expect_error<UnsupportedError>(spec, "'fp32/bf16'");
-  ModelOptions gpu = options("fp16sr/nvfp4", SsmMode::kReplay);
+  ModelOptions gpu = options("fp8/nvfp4", SsmMode::kReplay);
   gpu.cuda = true;  // no CUDA build, or no device, or not built on CUDA: all UnsupportedError
   EXPECT_THROW(Model::load(tiny_dir("nemotron_h"), gpu), UnsupportedError);
 }

@@ -1,5 +1,5 @@
 // The numerics of state precision modes that the library's CUDA SSM kernels do not run (shared-*
-// baselines, fp16sr and fp8 recurrences), rebuilt around the
+// baselines, the fp8 recurrence), rebuilt around the
 // kernels that exist, over float32 storage (ModelOptions::emulate_state; for accuracy studies such
 // as `replayssm eval`: the values are the mode's, the memory and the speed are not).
 //
@@ -49,13 +49,14 @@ enum class SsmFamilyKind { kMamba2, kGdn };
 ///   split r/q on Mamba-2 (the ring holds only inputs, so fp32/fp32 replay over `state` is the
 ///     mode when `state` holds what ordinary rows read): before the step the flushing slots'
 ///     state := master (the checkpoint); after it, for the slots that flushed, master :=
-///     R_r(new state) and state := Q_q(new state).
+///     R_r(new state) and state := Q_q(master), the copy of the checkpoint as stored.
 ///   split r/q on GDN (the flush must recompute u from the checkpoint: the library's fp32/fp16
-///     split mode, ring v and beta): after the step, for the slots that flushed, the float16
-///     read copy := Q_q(new checkpoint) rounded to float16 (exact for fp16 / fp16sr; for fp8 and
-///     nvfp4 one more rounding of at most half a float16 ulp on top of the format's own) and the
-///     checkpoint := R_r(new checkpoint).
-/// (fp16sr/fp16sr runs natively, with alloc_sr_keys' keys.)
+///     split mode, ring v and beta): after the step, for the slots that flushed, the checkpoint
+///     := R_r(new checkpoint), then the float16 read copy := Q_q(that checkpoint) rounded to
+///     float16 (for fp8 and nvfp4 one more rounding of at most half a float16 ulp on top of the
+///     format's own).
+/// (The fp16sr modes run natively, with alloc_sr_keys' keys; no emulated mode draws SR bits
+/// today, but an emulated SR format would draw the CPU engine's, through `layer`.)
 class StateEmulation {
  public:
   StateEmulation() = default;
@@ -89,7 +90,7 @@ class StateEmulation {
 
 /// The stochastic-rounding keys of S slots in SSM layer `layer`: seeds drawn as the CPU engine
 /// draws them (sr_seed), so both engines round alike; step counters zeroed (reset_slots zeroes a
-/// slot's counter again for each new sequence). Used natively (fp16sr/fp16sr) and emulated.
+/// slot's counter again for each new sequence). Used by the native fp16sr modes.
 SrKeys alloc_sr_keys(DeviceArena& a, int64_t S, int64_t layer);
 
 }  // namespace replayssm::engine::cuda

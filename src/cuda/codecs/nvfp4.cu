@@ -7,6 +7,7 @@
 #include "cuda/codecs/codecs_cuda.h"
 #include "cuda/codecs/reduce.cuh"
 #include "cuda/common/check.cuh"
+#include "replayssm/errors.h"
 
 namespace replayssm::cuda::codecs {
 namespace {
@@ -185,6 +186,9 @@ void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
   auto* codes = out.codes.ptr<uint8_t>();
   auto* blocks = out.block_scales.ptr<uint8_t>();
   auto* globals = out.global_scales.ptr<float>();
+  check<DTypeError>(x_dtype == DType::kF16 || x_dtype == DType::kF32,
+                    "codecs.nvfp4_encode_flushed: checkpoint dtype ", dtype_name(x_dtype),
+                    ", expected float32 or float16");
   if (x_dtype == DType::kF16)
     encode_flushed_kernel<<<grid, kThreads, 0, s>>>(static_cast<const __half*>(x), group_rows * n,
                                                      rows, codes, blocks, globals);

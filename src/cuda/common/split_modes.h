@@ -22,6 +22,15 @@
 
 namespace replayssm::cuda {
 
+/// Checks an fp16sr mode's checkpoint (fp16sr/fp16sr, fp16sr/nvfp4) for the CUDA kernels: state
+/// [slots, heads, rows, n] float16 (the SR keys are checked by the public API with the mode's
+/// other buffers).
+inline void check_sr16(const TensorView& state, int64_t heads, int64_t rows, int64_t n,
+                       const char* op) {
+  validate::expect(state, (std::string(op) + " state (fp16sr checkpoint)").c_str(),
+                   {validate::kAny, heads, rows, n}, {DType::kF16}, Device::kCUDA);
+}
+
 /// Checks a split mode for the CUDA kernels: UnsupportedError naming any mode but fp32/bf16 and
 /// fp32/fp16 (and, with `quant`, fp32/fp8, fp32/nvfp4 and fp16sr/nvfp4); state [slots, heads,
 /// rows, n] float32 (fp16sr/nvfp4: float16) and the read copy with its scales in the mode's format
@@ -40,11 +49,11 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
                           quant ? "fp32/fp32, fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, "
                                   "fp16sr/fp16sr or fp16sr/nvfp4"
                                 : "fp32/fp32, fp32/bf16, fp32/fp16 or fp16sr/fp16sr");
-  validate::expect(state,
-                   (std::string(op) + (sr ? " state (fp16sr checkpoint)" : " state (fp32 checkpoint)"))
-                       .c_str(),
-                   {validate::kAny, heads, rows, n}, {sr ? DType::kF16 : DType::kF32},
-                   Device::kCUDA);
+  if (sr)
+    check_sr16(state, heads, rows, n, op);
+  else
+    validate::expect(state, (std::string(op) + " state (fp32 checkpoint)").c_str(),
+                     {validate::kAny, heads, rows, n}, {DType::kF32}, Device::kCUDA);
   validate::state_buffer(m.read, read.values, read.scales, state.shape[0], heads, rows, n,
                          Device::kCUDA, op, "read copy");
   if (q) {
@@ -68,14 +77,6 @@ inline bool check_split(const StateMode& m, const TensorView& state, const State
 /// ordinary steps read as it is (no read copy).
 inline bool is_sr16(const StateMode& m) {
   return !m.shared && m.recurrence == StateFormat::kFp16Sr && m.read == StateFormat::kFp16Sr;
-}
-
-/// Checks fp16sr/fp16sr's checkpoint for the CUDA kernels: state [slots, heads, rows, n] float16
-/// (the SR keys are checked by the public API with the mode's other buffers).
-inline void check_sr16(const TensorView& state, int64_t heads, int64_t rows, int64_t n,
-                       const char* op) {
-  validate::expect(state, (std::string(op) + " state (fp16sr checkpoint)").c_str(),
-                   {validate::kAny, heads, rows, n}, {DType::kF16}, Device::kCUDA);
 }
 
 /// Runs an fp16sr/fp16sr step: launch() is the float16-state replay step (the kernels round the

@@ -48,7 +48,7 @@
 namespace replayssm::cuda::gdn {
 
 /// Split modes (flush_item with EXACT): unpacks the thread's checkpoint rows into s and turns the
-/// staged ring rows into the fold's: v_j into u_j recomputed from the fp32 checkpoint as the fp32
+/// staged ring rows into the fold's: v_j into u_j recomputed from the checkpoint as the fp32
 /// mode's ordinary step j computed it (header), then GDN c_j·u_j; KDA u_j (sK still k^_j). Needs
 /// the ring rows (sK, sU = v, sG, sBeta) and GDN's c_j in shared memory; every thread of the
 /// block calls it (it synchronises the block, but not before it returns).
@@ -207,7 +207,8 @@ __device__ __forceinline__ void exact_u(
 }
 
 /// One flush item: rows [v0, v0 + nrows) of value head vh of batch row b (a flush row of slot).
-/// EXACT: a split mode's flush (u recomputed from ring v and beta; the 16-bit copy written too).
+/// EXACT: a split mode's flush (u recomputed from ring v and beta; a 16-bit copy written too, when
+/// p.copy is set).
 template <class TIn, class TState, int K, bool KDA, int RPT, bool EXACT>
 __device__ __forceinline__ void flush_item(const StepParams& p, const FlushSmem& sm, float* smem,
                                            int b, int slot, int vh, int v0, int nrows) {

@@ -574,7 +574,8 @@ namespace {
 /// One replay launch over `cache.state` (the checkpoint, or a split mode's read copy): every row,
 /// or (only = 1) the ordinary rows, or (only = 2) the flush rows, which then write `copy`; split
 /// modes pass ring_v / ring_beta (ordinary rows append, flush rows recompute u from them). With
-/// `quant` (only = 1, cache.state the fp32 checkpoint), the ordinary rows read that quantised read
+/// `quant` (only = 1, cache.state the checkpoint: fp32, or fp16sr/nvfp4's float16 one), the
+/// ordinary rows read that quantised read
 /// copy instead (NVFP4 when `nvfp4`, else FP8); a forced state-and-output route is then a
 /// ConfigError.
 void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors, const Tokens& in,
@@ -673,8 +674,9 @@ void replay_launch(const Layer& layer, Cache& cache, const RingCursors& cursors,
       dispatch_replay<bf16>(c.state_dtype, q, s, stream);
   };
   // Flush rows in a launch of their own (flush.cuh) after the ordinary rows' launch. Split modes
-  // make the two launches in two calls (run_split16): only = 1 over the read copy, only = 2 over
-  // the fp32 checkpoint, whose flush recomputes u from the ring's v and beta (flush.cuh, EXACT).
+  // make the two launches in two calls (run_split16, run_split_quant): only = 1 over the read
+  // copy, only = 2 over the checkpoint (fp32, or fp16sr/nvfp4's float16 one), whose flush
+  // recomputes u from the ring's v and beta (flush.cuh, EXACT).
   // The flush launch's shape, checked before anything is enqueued (split modes: also in the
   // ordinary call, for the flush call that follows it).
   StepParams f = p;

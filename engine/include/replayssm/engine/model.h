@@ -34,7 +34,8 @@ struct ModelOptions {
   ///   split modes "<recurrence>/<read>" (fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4,
   ///     fp16sr/nvfp4, fp8/nvfp4, fp32/fp8): ssm kReplay only; the checkpoint in the recurrence
   ///     format, ordinary steps read the read copy. CPU: every SSM layer; CUDA kernels:
-  ///     fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr (Mamba-2 and GDN layers).
+  ///     fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr, fp16sr/nvfp4 (Mamba-2 and
+  ///     GDN layers).
   ///   shared baselines "shared-<f>" (fp16, bf16, fp8, nvfp4): ssm kConventional only; CPU, or
   ///     CUDA with emulate_state.
   /// A shared name with kReplay or a split name with kConventional: ConfigError; an unknown name:
@@ -67,8 +68,8 @@ struct ModelOptions {
 
 /// Whether the CUDA engine's kernels run state mode `state` (a ModelOptions::state name) on every
 /// SSM layer of `cfg` as it is (else the CUDA engine needs ModelOptions::emulate_state): fp32,
-/// bf16, fp16 and the split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4 and fp16sr/fp16sr, on
-/// Mamba-2 and GDN layers alike. ConfigError for an unknown name.
+/// bf16, fp16 and the split modes fp32/bf16, fp32/fp16, fp32/fp8, fp32/nvfp4, fp16sr/fp16sr and
+/// fp16sr/nvfp4, on Mamba-2 and GDN layers alike. ConfigError for an unknown name.
 bool cuda_state_native(const ModelConfig& cfg, const std::string& state);
 
 /// Checks options against a config as Model::load does before reading any weight: ConfigError /
