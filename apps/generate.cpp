@@ -338,11 +338,11 @@ int generate(const GenerateOptions& o) {
   fmt::print("compare: conventional {}, ReplaySSM (L {}) {}; ", steady_rate(conv.stats),
              rep.ring, steady_rate(rep.stats));
   if (diverged == 0 && ties == 0)
-    fmt::print("conventional and ReplaySSM decoding agree on all {} generated token{}\n",
+    fmt::print("{} and {} decoding agree on all {} generated token{}\n", conv_name, rep_name,
                conv.stats.generated_tokens, plural_s(conv.stats.generated_tokens));
   else if (diverged == 0)
-    fmt::print("conventional and ReplaySSM decoding agree up to {} near-tie split{} within "
-               "rounding\n", ties, plural_s(static_cast<int64_t>(ties)));
+    fmt::print("{} and {} decoding agree up to {} near-tie split{} within rounding\n", conv_name,
+               rep_name, ties, plural_s(static_cast<int64_t>(ties)));
   else
     fmt::print("{} of {} request{} diverged\n", diverged, reqs.size(),
                plural_s(static_cast<int64_t>(reqs.size())));

@@ -164,6 +164,79 @@ TEST(CodecsCuda, Nvfp4EncodeAndDecodeEqualTheCpuBitForBit) {
   }
 }
 
+// nvfp4_encode_flushed, the split modes' copy after a flush: every group (slot, head) of a batch
+// row whose slot flushes equals the CPU codec's encoding of the checkpoint (float32, or float16
+// widened) byte for byte; every other group (pad rows, ordinary rows, flushing slots outside the
+// batch) keeps its bytes. Groups of 384 / 640 / 1024 blocks of 16 (odd, Nano-4B and Qwen3.5-4B
+// heads: one block per thread, runs of 4 heads, here also 5 and 6 heads) and of 2048 (the
+// 256-thread kernel).
+TEST(CodecsCuda, Nvfp4EncodeFlushedEqualsTheCpuOnFlushingRowsOnly) {
+  RSSM_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = test_seed(705);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  struct S {
+    int64_t heads, rows, n;
+  };
+  for (const S s : {S{6, 96, 64}, S{5, 80, 128}, S{3, 128, 128}, S{2, 256, 128}})
+    for (const DType xd : {kF32, DType::kF16}) {
+      SCOPED_TRACE("heads " + std::to_string(s.heads) + " rows " + std::to_string(s.rows) + " n " +
+                   std::to_string(s.n) + (xd == kF32 ? " float32" : " float16"));
+      const int64_t slots = 7, batch = 5, ge = s.rows * s.n, groups = slots * s.heads;
+      // The checkpoint, and its values as the encoder sees them (float16 widened exactly).
+      std::vector<float> x = nasty_data(groups * ge, rng);
+      std::vector<uint16_t> xh(x.size());
+      if (xd == DType::kF16)
+        for (size_t i = 0; i < x.size(); ++i) xh[i] = codec::f16_rne(x[i]), x[i] = codec::f16_decode(xh[i]);
+      // Rows: distinct random slots, one pad row; random flush flags on every slot (some outside
+      // the batch flush too: they must not be encoded).
+      std::vector<int32_t> all(slots);
+      for (int32_t i = 0; i < slots; ++i) all[i] = i;
+      rng.shuffle(all);
+      std::vector<int32_t> ids(all.begin(), all.begin() + batch);
+      ids[rng.integer(0, batch - 1)] = -1;
+      std::vector<int8_t> flush(slots);
+      for (int8_t& f : flush) f = static_cast<int8_t>(rng.integer(0, 1));
+      flush[all[batch]] = 1;  // a slot outside the batch that flushes
+      if (ids[0] >= 0) flush[ids[0]] = 1;
+      if (ids[1] >= 0) flush[ids[1]] = 0;
+      // Expected: random prior bytes, the flushing rows' groups encoded by the CPU codec.
+      std::vector<uint8_t> codes = random_bytes(groups * ge / 2, rng);
+      std::vector<uint8_t> scales = random_bytes(groups * ge / 16, rng);
+      std::vector<float> globals(groups);
+      for (float& g : globals) g = static_cast<float>(rng.uniform(0.0, 1.0));
+      DeviceBuffer dx(xd, {groups * ge}, 91), dc(kU8, {groups * ge / 2}, 92),
+          ds(kU8, {groups * ge / 16}, 93), dg(kF32, {groups}, 94), di(DType::kI32, {batch}, 95),
+          df(DType::kI8, {slots}, 96);
+      dx.upload(xd == kF32 ? as_bytes(x) : as_bytes(xh));
+      dc.upload(codes), ds.upload(scales), dg.upload(as_bytes(globals));
+      di.upload(as_bytes(ids)), df.upload(as_bytes(flush));
+      for (int32_t slot : ids) {
+        if (slot < 0 || !flush[slot]) continue;
+        for (int64_t h = 0; h < s.heads; ++h) {
+          const int64_t g = slot * s.heads + h;
+          const cd::Nvfp4 q{make_view(codes.data() + g * ge / 2, kU8, {s.rows, s.n / 2}),
+                            make_view(scales.data() + g * ge / 16, kU8, {s.rows, s.n / 16}),
+                            make_view(globals.data() + g, kF32, {1}), s.rows};
+          cd::nvfp4_encode(make_view(x.data() + g * ge, kF32, {s.rows, s.n}), q);
+        }
+      }
+      ::replayssm::cuda::codecs::FlushedRows fr;
+      fr.slot_ids = static_cast<const int32_t*>(di.view().data);
+      fr.is_flush = static_cast<const int8_t*>(df.view().data);
+      fr.batch = static_cast<int32_t>(batch), fr.slots = static_cast<int32_t>(slots);
+      fr.heads = static_cast<int32_t>(s.heads);
+      const cd::Nvfp4 dq{dc.view(), ds.view(), dg.view(), s.rows};
+      ::replayssm::cuda::codecs::nvfp4_encode_flushed(dx.view().data, xd, fr, s.rows, s.n, dq,
+                                                       nullptr);
+      ::replayssm::cuda::device_synchronize();
+      EXPECT_EQ(dc.download(), codes);
+      EXPECT_EQ(ds.download(), scales);
+      EXPECT_EQ(dg.download(), as_bytes(globals));
+      for (const DeviceBuffer* b : {&dx, &dc, &ds, &dg, &di, &df}) EXPECT_TRUE(b->guards_intact());
+    }
+}
+
 TEST(CodecsCuda, Fp8RowsEncodeAndDecodeEqualTheCpuBitForBit) {
   RSSM_SKIP_WITHOUT_CUDA();
   const uint64_t seed = test_seed(702);

@@ -287,6 +287,48 @@ TEST(Mamba2Modes, Fp32RecurrenceKeepsTheFp32CheckpointBitForBit) {
   }
 }
 
+/// At L = 1 every step flushes and no step reads the read copy: the CPU backend, as the CUDA
+/// kernels, writes the checkpoint alone (the copy keeps its bytes), and with an fp32 recurrence the
+/// checkpoint and outputs are fp32/fp32's bit for bit.
+TEST(Mamba2Modes, RingLengthOneLeavesTheReadCopyUnwritten) {
+  const uint64_t seed = testing::test_seed(605);
+  for (const char* name : {"fp32/bf16", "fp32/nvfp4", "fp32/fp8", "fp16sr/nvfp4", "fp8/nvfp4"}) {
+    const StateMode mode = parse_state_mode(name);
+    SCOPED_TRACE(name);
+    Rng rng(seed);
+    const Params prm(kTiny, Options{DType::kF32, false, true, true}, rng);
+    const RingConfig cfg{1, 1, RingMode::kDecode};
+    const int64_t slots = 2;
+    ModePool split(kTiny, mode, cfg, slots, rng, prm), base(kTiny, StateMode{}, cfg, slots, rng, prm);
+    split.reset_all();
+    base.reset_all();
+    // Poison the copy: a step that wrote it would change these bytes.
+    std::vector<uint8_t> copy = split.mb.read.values.payload();
+    for (uint8_t& v : copy) v = static_cast<uint8_t>(rng.integer(0, 255));
+    std::copy(copy.begin(), copy.end(), split.mb.read.values.data<uint8_t>());
+    for (int step = 0; step < 5; ++step) {
+      Inputs in(prm, slots, 1), in2(prm, slots, 1);
+      for (int64_t b = 0; b < slots; ++b) {
+        in.slot_ids.data<int32_t>()[b] = in2.slot_ids.data<int32_t>()[b] = static_cast<int32_t>(b);
+        const ref::Mamba2Token t = prm.token(rng);
+        in.put(b, 0, t);
+        in2.put(b, 0, t);
+      }
+      mamba2::Cache c1 = split.cache(), c2 = base.cache();
+      const Rows r1{in.slot_ids.view(), -1}, r2{in2.slot_ids.view(), -1};
+      mamba2::replay_step(prm.layer(), c1, split.pool.cursors(cfg), in.tokens(), r1, in.y.view());
+      mamba2::replay_step(prm.layer(), c2, base.pool.cursors(cfg), in2.tokens(), r2, in2.y.view());
+      ASSERT_TRUE(split.mb.read.values.payload() == copy) << "read copy written at step " << step;
+      if (mode.recurrence != StateFormat::kFp32) continue;
+      for (int64_t b = 0; b < slots; ++b)
+        ASSERT_TRUE(split.checkpoint(b) == base.checkpoint(b)) << "step " << step;
+      for (int64_t i = 0; i < slots * kTiny.H * kTiny.P; ++i)
+        ASSERT_EQ(in.y.get(i), in2.y.get(i)) << "y, step " << step;
+    }
+    EXPECT_TRUE(split.mb.guards_intact());
+  }
+}
+
 /// The state after `steps` conventional steps of a mode on slot 0 (same tokens for every mode).
 std::vector<float> conventional_state(const StateMode& mode, int steps, uint64_t seed) {
   Rng rng(seed);

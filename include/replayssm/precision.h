@@ -16,6 +16,8 @@
 // two modes encoded the unrounded state). Ordinary steps read only the read copy
 // (decoded to float32) plus the ring; nothing decoded from the read copy ever enters the
 // recurrence. fp16sr/fp16sr stores no separate copy: its read copy is the checkpoint itself.
+// At ring length L = 1 every step flushes and no step reads the copy, so neither backend writes
+// it (it keeps whatever it held; the oracle still derives it).
 // The supported split modes are fp32/fp32 (the default: the library's behaviour without modes),
 // fp32/bf16, fp32/fp16, fp16sr/fp16sr, fp32/nvfp4, fp16sr/nvfp4, fp8/nvfp4 and fp32/fp8.
 //

@@ -120,7 +120,7 @@ class Worker {
     }
     if (split_)  // write the checkpoint back and derive the read copy from it
       state_io::store_split_head(mode(), checkpoint(), c_.cache->read, sgeo(), x.slot, x.vh, S,
-                                 sr_key(x.slot));
+                                 sr_key(x.slot), c_.cursors->config.L);
   }
 
   /// The T_b window tokens of a row (decode ordinary step: T_b = 1, no flush): outputs and records

@@ -166,7 +166,7 @@ void replay_step(const Layer& layer, Cache& cache, const RingCursors& cursors, c
         }
         if (split)  // write the checkpoint back and derive the read copy from it
           state_io::store_split_head(mode, ckpt, cache.read, state_geo(geo), slot, h, S0,
-                                     sr_of(cache, slot));
+                                     sr_of(cache, slot), cursors.config.L);
       } else {
         // Output-only route: y = abar (S0 . C) + sum_j s_j beta_j x_j + D x; no state formed.
         delta[hist] = hs.delta;

@@ -108,9 +108,10 @@ void encode_head(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t sl
 }
 
 void store_split_head(const StateMode& mode, const StateBuffer& ckpt, const StateBuffer& read,
-                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr) {
+                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr,
+                      int32_t ring_L) {
   encode_head(mode.recurrence, ckpt, g, slot, h, x, sr);
-  if (!mode.has_read_copy()) return;
+  if (!mode.has_read_copy() || ring_L == 1) return;
   if (mode.recurrence != F::kFp32) decode_head(mode.recurrence, ckpt, g, slot, h, x);
   encode_head(mode.read, read, g, slot, h, x, sr);
 }

@@ -33,8 +33,10 @@ void encode_head(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t sl
 /// mode.recurrence), then derives the read copy `read` (mode.read, when the mode has one) from the
 /// checkpoint as stored — x is overwritten with the decoded checkpoint first when the recurrence
 /// rounds (fp16sr, fp8), so the copy is a function of the checkpoint alone (precision.h).
+/// `ring_L` 1 (every step flushes, so no step reads the copy) writes the checkpoint alone, as the
+/// CUDA kernels do: encoding a never-read NVFP4 copy every step tripled the CPU step's cost.
 void store_split_head(const StateMode& mode, const StateBuffer& ckpt, const StateBuffer& read,
-                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr);
+                      const Geo& g, int64_t slot, int64_t h, float* x, SrDraw sr, int32_t ring_L);
 /// Sets every value and scale of the slot to zero (decodes to +0).
 void zero_slot(StateFormat f, const StateBuffer& buf, const Geo& g, int64_t slot);
 

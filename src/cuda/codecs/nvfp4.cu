@@ -1,12 +1,19 @@
 // NVFP4 encode/decode kernels (include/replayssm/codecs.h). The per-block math is
-// src/common/codec_math.h, shared with the CPU backend; only the loop structure differs.
+// src/common/codec_math.h, shared with the CPU backend, with the elements' E2M1 codes from
+// per-block bounds instead of a division each (e2m1_bounds.h: the same codes); only the loop
+// structure differs.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <string>
+
 #include "common/codec_math.h"
+#include "common/e2m1_bounds.h"
 #include "cuda/codecs/codecs_cuda.h"
 #include "cuda/codecs/reduce.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/plan_env.h"
 #include "replayssm/errors.h"
 
 namespace replayssm::cuda::codecs {
@@ -63,7 +70,7 @@ __device__ __forceinline__ void encode_group(const T* __restrict__ xg, int64_t g
       for (int k = 0; k < 16; ++k) v[k] = to_f32(xg[b * 16 + k]);
     }
     uint8_t c[8];
-    scales[b] = codec::nvfp4_encode_block(v, s2, c);
+    scales[b] = codec::nvfp4_encode_block_bounded(v, s2, c);
     uint8_t* dst = codes + b * 8;
 #pragma unroll
     for (int k = 0; k < 8; ++k) dst[k] = c[k];
@@ -120,11 +127,11 @@ __device__ __forceinline__ void encode_group_resident(const T* __restrict__ xg,
   }
 }
 
-/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each
-/// (a row that flushes alone among ordinary ones is done in about one group's time).
+/// A/B only (RSSM_NVFP4_ENCODE_PLAN="wide=0"): session 30's kernel, the division per element.
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    encode_flushed_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
+    encode_flushed_resident_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                           float* __restrict__ globals) {
   __shared__ float smem[kThreads / 32];
@@ -140,6 +147,87 @@ __global__ void __launch_bounds__(kThreads)
   else
     encode_group(xg, group_elems, codes + g * group_elems / 2, scales + g * nblocks, globals + g,
                  smem);
+}
+
+/// The 8 code bytes of a block as one 8-byte word (byte j = elements 2j, 2j + 1).
+__device__ __forceinline__ uint2 pack_codes(const uint8_t* c) {
+  uint2 p;
+  p.x = c[0] | (c[1] << 8) | (c[2] << 16) | (static_cast<uint32_t>(c[3]) << 24);
+  p.y = c[4] | (c[5] << 8) | (c[6] << 16) | (static_cast<uint32_t>(c[7]) << 24);
+  return p;
+}
+
+/// Threads per block of the one-block-per-thread encode: a group's 16-element blocks rounded up
+/// to whole warps, at most this many.
+constexpr int kWideThreads = 1024;
+
+/// Max of v >= 0 over a block of blockDim.x threads (whole warps, all calling); every thread gets
+/// it. `smem` holds 33 floats; callers alternate two such buffers between consecutive calls
+/// (a buffer is rewritten only after every thread has passed the next call's first barrier).
+__device__ __forceinline__ float wide_block_max(float v, float* smem) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if (lane == 0) smem[32] = v;
+  }
+  __syncthreads();
+  return smem[32];
+}
+
+/// Grid (x: a run of heads_per_block heads, y: batch row), blockDim.x >= the group's 16-element
+/// blocks (nblocks <= kWideThreads; groups 16-byte aligned): for a flushing row's slot, each of
+/// the run's groups (slot, head) in turn, one block per thread — 16 values in registers, the
+/// group amax over the block, then the block's codes. 32 registers a thread (a few bytes of
+/// spill: the run's loop state) keep 2-3 blocks per SM, whose loads overlap each other's arithmetic (the per-group load -> reduce ->
+/// encode chain is the cost); runs of heads keep the early-exit blocks of ordinary rows few.
+template <class T>
+__global__ void __launch_bounds__(kWideThreads, 2)
+    encode_flushed_wide_kernel(const T* __restrict__ x, int64_t group_elems, int heads_per_block,
+                               FlushedRows rows, uint8_t* __restrict__ codes,
+                               uint8_t* __restrict__ scales, float* __restrict__ globals) {
+  __shared__ float smem[2][33];
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t nblocks = group_elems / 16, b = threadIdx.x;
+  const int h0 = static_cast<int>(blockIdx.x) * heads_per_block;
+  const int h1 = min(h0 + heads_per_block, static_cast<int>(rows.heads));
+  for (int h = h0; h < h1; ++h) {
+    const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
+    float v[16];
+    float amax = 0.0f;
+    if (b < nblocks) {
+      load_block(x + g * group_elems + b * 16, v);
+#pragma unroll
+      for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[k]);
+    }
+    const float s2 = codec::nvfp4_global_scale(wide_block_max(amax, smem[h & 1]));
+    if (threadIdx.x == 0) globals[g] = s2;
+    if (b < nblocks) {
+      uint8_t c[8];
+      scales[g * nblocks + b] = codec::nvfp4_encode_block_bounded(v, s2, c);
+      *reinterpret_cast<uint2*>(codes + (g * nblocks + b) * 8) = pack_codes(c);
+    }
+  }
+}
+
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each,
+/// for groups the wide kernel does not take (more than kWideThreads blocks, or unaligned).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    encode_flushed_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
+                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
+                          float* __restrict__ globals) {
+  __shared__ float smem[kThreads / 32];
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
+  const int64_t nblocks = group_elems / 16;
+  encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2, scales + g * nblocks,
+               globals + g, smem);
 }
 
 /// One thread per code byte (elements 2j, 2j+1 of the flat [rows, n] array).
@@ -178,10 +266,52 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
   check_launch("codecs.nvfp4_decode kernel");
 }
 
+namespace {
+
+/// The flushed encode's plan: heads per block of the wide kernel (runs of 4) and the kernel
+/// (wide 1). Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="hpb=N,wide=0|1".
+struct EncodePlan {
+  int hpb = 4, wide = 1;
+};
+EncodePlan encode_plan(int64_t heads) {
+  EncodePlan p;
+  for_each_plan_override("RSSM_NVFP4_ENCODE_PLAN", [&](const std::string& key, int v) {
+    if (key == "hpb" && v > 0) p.hpb = v;
+    if (key == "wide") p.wide = v;
+  });
+  p.hpb = static_cast<int>(std::min<int64_t>(p.hpb, heads));
+  return p;
+}
+
+template <class T>
+void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_elems,
+                           uint8_t* codes, uint8_t* blocks, float* globals, cudaStream_t s) {
+  const int64_t nblocks = group_elems / 16;
+  // Every group 16-byte aligned: the base, and the group stride (n is a multiple of 16).
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && group_elems * int64_t{sizeof(T)} % 16 == 0;
+  const EncodePlan p = encode_plan(rows.heads);
+  if (nblocks <= kWideThreads && aligned && p.wide) {
+    const dim3 grid(static_cast<unsigned>((rows.heads + p.hpb - 1) / p.hpb),
+                    static_cast<unsigned>(rows.batch));
+    const int threads = static_cast<int>((nblocks + 31) / 32 * 32);
+    encode_flushed_wide_kernel<<<grid, threads, 0, s>>>(x, group_elems, p.hpb, rows, codes,
+                                                         blocks, globals);
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch));
+  if (!p.wide)
+    encode_flushed_resident_kernel<<<grid, kThreads, 0, s>>>(x, group_elems, rows, codes, blocks,
+                                                             globals);
+  else
+    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(x, group_elems, rows, codes, blocks, globals);
+}
+
+}  // namespace
+
 void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
                           int64_t group_rows, int64_t n, const Nvfp4& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  const dim3 grid(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch));
   const auto s = static_cast<cudaStream_t>(stream);
   auto* codes = out.codes.ptr<uint8_t>();
   auto* blocks = out.block_scales.ptr<uint8_t>();
@@ -190,11 +320,11 @@ void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
                     "codecs.nvfp4_encode_flushed: checkpoint dtype ", dtype_name(x_dtype),
                     ", expected float32 or float16");
   if (x_dtype == DType::kF16)
-    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(static_cast<const __half*>(x), group_rows * n,
-                                                     rows, codes, blocks, globals);
+    launch_encode_flushed(static_cast<const __half*>(x), rows, group_rows * n, codes, blocks,
+                          globals, s);
   else
-    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(static_cast<const float*>(x), group_rows * n,
-                                                     rows, codes, blocks, globals);
+    launch_encode_flushed(static_cast<const float*>(x), rows, group_rows * n, codes, blocks,
+                          globals, s);
   check_launch("codecs.nvfp4_encode_flushed kernel");
 }
 

@@ -1,0 +1,89 @@
+// NVFP4 block encoding without a division per element: the E2M1 code of x / sb counts how many of
+// seven per-block bounds |x| exceeds. The bounds are computed once per 16-element block from the
+// exact products (midpoint ± half a float32 step) · sb in double precision, so the codes equal
+// codec_math.h's e2m1_encode(div_rn(x, sb)) for every input (CPU test: tests/test_e2m1_bounds.cpp);
+// the CUDA encode kernels use it (the division and the compare chain were most of their
+// instructions), the CPU codec keeps the division.
+#pragma once
+#include "common/codec_math.h"
+
+namespace replayssm::codec {
+
+/// The largest float32 <= p, for a finite double p >= 0.
+RSSM_CODEC_FN float f32_round_down(double p) {
+#ifdef __CUDA_ARCH__
+  return __double2float_rd(p);
+#else
+  float f = static_cast<float>(p);  // round to nearest (overflow to Inf comes back to FLT_MAX)
+  if (static_cast<double>(f) > p) f = f32_from_bits(f32_bits(f) - 1u);  // f > p >= 0, so f > 0
+  return f;
+#endif
+}
+
+/// The bounds of a block with multiplier sb (finite, > 0): for every float x that is not NaN,
+/// e2m1_encode(div_rn(x, sb)) = sign(x) | #{k : |x| > bound[k]}.
+/// Why: with q = |x| / sb (exact) and RN its float32 rounding, e2m1_encode's tests are
+/// RN(q) > 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5 (code > k for k = 0..6). Each
+/// midpoint t is even in float32, so a tie rounds to t: RN(q) > t <=> q > t + u/2 and RN(q) >= t
+/// <=> q >= t - u/2, u the float32 step beside t. The products P = (t ± u/2) · sb have at most
+/// 25 + 24 significant bits, exact in double; |x| > P <=> |x| > RD(P) and |x| >= P <=> |x| >
+/// (the largest float32 below P). The sign of div_rn(x, sb) is x's (sb > 0), -0 included.
+RSSM_CODEC_FN void e2m1_bounds(float sb, float* bound) {
+  constexpr double kT[7] = {0.25 + 0x1p-26, 0.75 - 0x1p-25, 1.25 + 0x1p-24, 1.75 - 0x1p-24,
+                            2.5 + 0x1p-23,  3.5 - 0x1p-23,  5.0 + 0x1p-22};
+  const double s = static_cast<double>(sb);
+  for (int k = 0; k < 7; ++k) {
+    const double p = kT[k] * s;
+    float b = f32_round_down(p);
+    if ((k & 1) && static_cast<double>(b) == p) b = f32_from_bits(f32_bits(b) - 1u);  // p > 0
+    bound[k] = b;
+  }
+}
+
+/// E2M1 nibble of x in a block with the given bounds (e2m1_bounds): a binary search over the
+/// seven bounds (three comparisons); x not NaN.
+RSSM_CODEC_FN uint8_t e2m1_encode_bounded(float x, const float* bound) {
+  const float a = abs_bits(x);
+  const bool hi = a > bound[3];  // code >= 4
+  const bool mid = a > (hi ? bound[5] : bound[1]);
+  const bool lo = a > (hi ? (mid ? bound[6] : bound[4]) : (mid ? bound[2] : bound[0]));
+  const uint32_t c = (hi ? 4u : 0u) | (mid ? 2u : 0u) | (lo ? 1u : 0u);
+  return static_cast<uint8_t>(((f32_bits(x) >> 28) & 0x8u) | c);
+}
+
+/// nvfp4_encode_block (codec_math.h) with the elements' codes from e2m1_bounds: the same codes
+/// and scale for every input.
+RSSM_CODEC_FN uint8_t nvfp4_encode_block_bounded(const float* x, float s2, uint8_t* codes) {
+  float amax = 0.0f;
+  bool nan = false;
+  for (int i = 0; i < 16; ++i) {
+    nan = nan || is_nan(x[i]);
+    amax = amax_step(amax, x[i]);
+  }
+  if (nan) {
+    for (int j = 0; j < 8; ++j) codes[j] = 0;
+    return 0x7fu;
+  }
+  const uint8_t d = s2 > 0.0f ? e4m3_encode(div_rn(amax, mul_rn(s2, 6.0f))) : uint8_t{0};
+  const float sb = mul_rn(e4m3_decode(d), s2);
+  if (sb > 0.0f) {
+    float bound[7];
+    e2m1_bounds(sb, bound);
+    for (int j = 0; j < 8; ++j)
+      codes[j] = static_cast<uint8_t>(e2m1_encode_bounded(x[2 * j], bound) |
+                                      (e2m1_encode_bounded(x[2 * j + 1], bound) << 4));
+    return d;
+  }
+  // Zero scale: every finite element 0, +-Inf saturates to +-6 (as nvfp4_encode_block).
+  for (int j = 0; j < 8; ++j) {
+    uint8_t c[2];
+    for (int i = 0; i < 2; ++i) {
+      const float v = x[2 * j + i];
+      c[i] = is_inf(v) ? static_cast<uint8_t>(((f32_bits(v) >> 28) & 0x8u) | 0x7u) : 0;
+    }
+    codes[j] = static_cast<uint8_t>(c[0] | (c[1] << 4));
+  }
+  return d;
+}
+
+}  // namespace replayssm::codec
