@@ -11,6 +11,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -164,6 +165,13 @@ TEST(CodecsCuda, Nvfp4EncodeAndDecodeEqualTheCpuBitForBit) {
   }
 }
 
+/// Sets an environment variable for its lifetime (a tuning plan read at every launch).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
 // nvfp4_encode_flushed, the split modes' copy after a flush: every group (slot, head) of a batch
 // row whose slot flushes equals the CPU codec's encoding of the checkpoint (float32, or float16
 // widened) byte for byte; every other group (pad rows, ordinary rows, flushing slots outside the
@@ -178,10 +186,15 @@ TEST(CodecsCuda, Nvfp4EncodeFlushedEqualsTheCpuOnFlushingRowsOnly) {
   struct S {
     int64_t heads, rows, n;
   };
+  // The default plan (the work list), then the tuning plans' other kernels (RSSM_NVFP4_ENCODE_PLAN,
+  // read at every launch): a grid of 4-head / 3-head runs, session 30's kernel.
+  for (const char* plan : {"", "kernel=1,hpb=4", "kernel=1,hpb=3", "kernel=0"})
   for (const S s : {S{6, 96, 64}, S{5, 80, 128}, S{3, 128, 128}, S{2, 256, 128}})
     for (const DType xd : {kF32, DType::kF16}) {
-      SCOPED_TRACE("heads " + std::to_string(s.heads) + " rows " + std::to_string(s.rows) + " n " +
-                   std::to_string(s.n) + (xd == kF32 ? " float32" : " float16"));
+      ScopedEnv env("RSSM_NVFP4_ENCODE_PLAN", plan);
+      SCOPED_TRACE(std::string("plan '") + plan + "' heads " + std::to_string(s.heads) + " rows " +
+                   std::to_string(s.rows) + " n " + std::to_string(s.n) +
+                   (xd == kF32 ? " float32" : " float16"));
       const int64_t slots = 7, batch = 5, ge = s.rows * s.n, groups = slots * s.heads;
       // The checkpoint, and its values as the encoder sees them (float16 widened exactly).
       std::vector<float> x = nasty_data(groups * ge, rng);

@@ -13,6 +13,7 @@
 #include "cuda/codecs/codecs_cuda.h"
 #include "cuda/codecs/reduce.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
 #include "replayssm/errors.h"
 
@@ -178,6 +179,31 @@ __device__ __forceinline__ float wide_block_max(float v, float* smem) {
   return smem[32];
 }
 
+/// Encodes group g of x with one 16-element block per thread (blockDim.x >= nblocks); `red` is
+/// the reduction buffer of this call (callers alternate two between consecutive calls).
+template <class T>
+__device__ __forceinline__ void encode_group_per_thread(const T* __restrict__ x, int64_t g,
+                                                        int64_t group_elems,
+                                                        uint8_t* __restrict__ codes,
+                                                        uint8_t* __restrict__ scales,
+                                                        float* __restrict__ globals, float* red) {
+  const int64_t nblocks = group_elems / 16, b = threadIdx.x;
+  float v[16];
+  float amax = 0.0f;
+  if (b < nblocks) {
+    load_block(x + g * group_elems + b * 16, v);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[k]);
+  }
+  const float s2 = codec::nvfp4_global_scale(wide_block_max(amax, red));
+  if (threadIdx.x == 0) globals[g] = s2;
+  if (b < nblocks) {
+    uint8_t c[8];
+    scales[g * nblocks + b] = codec::nvfp4_encode_block_bounded(v, s2, c);
+    *reinterpret_cast<uint2*>(codes + (g * nblocks + b) * 8) = pack_codes(c);
+  }
+}
+
 /// Grid (x: a run of heads_per_block heads, y: batch row), blockDim.x >= the group's 16-element
 /// blocks (nblocks <= kWideThreads; groups 16-byte aligned): for a flushing row's slot, each of
 /// the run's groups (slot, head) in turn, one block per thread — 16 values in registers, the
@@ -192,146 +218,59 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   __shared__ float smem[2][33];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t nblocks = group_elems / 16, b = threadIdx.x;
   const int h0 = static_cast<int>(blockIdx.x) * heads_per_block;
   const int h1 = min(h0 + heads_per_block, static_cast<int>(rows.heads));
-  for (int h = h0; h < h1; ++h) {
-    const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
-    float v[16];
-    float amax = 0.0f;
-    if (b < nblocks) {
-      load_block(x + g * group_elems + b * 16, v);
-#pragma unroll
-      for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[k]);
-    }
-    const float s2 = codec::nvfp4_global_scale(wide_block_max(amax, smem[h & 1]));
-    if (threadIdx.x == 0) globals[g] = s2;
-    if (b < nblocks) {
-      uint8_t c[8];
-      scales[g * nblocks + b] = codec::nvfp4_encode_block_bounded(v, s2, c);
-      *reinterpret_cast<uint2*>(codes + (g * nblocks + b) * 8) = pack_codes(c);
-    }
-  }
+  for (int h = h0; h < h1; ++h)
+    encode_group_per_thread(x, static_cast<int64_t>(slot) * rows.heads + h, group_elems, codes,
+                            scales, globals, smem[h & 1]);
 }
 
-/// The coalesced kernel's layout: elements of T per 16-byte load, lanes per 16-element block,
-/// and loads per thread per group (16 values a thread).
-template <class T>
-constexpr int kPerLoad = 16 / static_cast<int>(sizeof(T));
-template <class T>
-constexpr int kBlockLanes = 16 / kPerLoad<T>;
-template <class T>
-constexpr int kLoads = 16 / kPerLoad<T>;
+/// Rows of the flushed encode a work-list block can list in shared memory (int32 each).
+constexpr int kMaxListRows = 8192;
 
-/// One 16-byte load of T values widened to float.
-__device__ __forceinline__ void load_piece(const float* src, float* v) {
-  const float4 f = *reinterpret_cast<const float4*>(src);
-  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-}
-__device__ __forceinline__ void load_piece(const __half* src, float* v) {
-  const uint4 u = *reinterpret_cast<const uint4*>(src);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-    v[2 * j] = f.x, v[2 * j + 1] = f.y;
-  }
-}
-
-/// Key of a block for a max over its lanes: the bits of its finite amax (order-preserving for
-/// values >= 0), or all ones when it holds a NaN.
-constexpr uint32_t kNanBlock = 0xffffffffu;
-
-/// Grid (x: a run of heads_per_block heads, y: batch row), blockDim.x = whole warps of
-/// kLoads 16-byte loads each covering the group (<= kWideThreads; groups 16-byte aligned): for a
-/// flushing row's slot, each of the run's groups (slot, head) in turn. A warp's load is 512
-/// contiguous bytes (lane l the l-th 16 bytes), so a 16-element block sits on kBlockLanes lanes:
-/// its amax and NaN flag by shuffles, its scale code by every lane of it. The E2M1 bounds of
-/// every scale code d (0..126) are computed once per group into shared memory (e2m1_bounds.h,
-/// slot 7 the block multiplier sb), so an element costs three comparisons. 32 registers a thread.
+/// A fixed grid (about the blocks resident at once) over a work list: each block lists the batch
+/// rows whose slot flushes (in order, in shared memory: a ballot per warp, the warps' counts
+/// summed), then takes items i = blockIdx.x, + gridDim.x, ... of the (flush row, head) pairs,
+/// each one group with one 16-element block per thread (blockDim.x >= nblocks, whole warps).
+/// So an ordinary step costs one short pass over the rows per block instead of a block per
+/// (row, head run), and a few flushing rows spread over every block.
 template <class T>
 __global__ void __launch_bounds__(kWideThreads, 2)
-    encode_flushed_coalesced_kernel(const T* __restrict__ x, int64_t group_elems,
-                                    int heads_per_block, FlushedRows rows,
-                                    uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
-                                    float* __restrict__ globals) {
-  constexpr int P = kPerLoad<T>, Q = kBlockLanes<T>, R = kLoads<T>;
+    encode_flushed_list_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
+                               uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
+                               float* __restrict__ globals) {
+  extern __shared__ int32_t list[];  // [batch]
   __shared__ float red[2][33];
-  __shared__ __align__(16) float tab[127][8];
-  const int32_t slot = rows.slot_ids[blockIdx.y];
-  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int warps = static_cast<int>(blockDim.x / 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t nblocks = group_elems / 16;
-  const int h0 = static_cast<int>(blockIdx.x) * heads_per_block;
-  const int h1 = min(h0 + heads_per_block, static_cast<int>(rows.heads));
-  for (int h = h0; h < h1; ++h) {
-    const int64_t g = static_cast<int64_t>(slot) * rows.heads + h;
-    const T* xg = x + g * group_elems;
-    uint32_t key[R];
-    float amax = 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t e = (static_cast<int64_t>(warp + r * warps) * 32 + lane) * P;
-      float m = 0.0f;
-      bool nan = false;
-      if (e < group_elems) {
-        float v[P];
-        load_piece(xg + e, v);
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          nan = nan || codec::is_nan(v[i]);
-          m = codec::amax_step(m, v[i]);
-        }
-      }
-      amax = fmaxf(amax, m);
-      uint32_t k = nan ? kNanBlock : __float_as_uint(m);
-#pragma unroll
-      for (int off = 1; off < Q; off <<= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
-      key[r] = k;
+  __shared__ int32_t counts[32];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  int32_t n = 0;  // flushing rows listed so far
+  for (int r0 = 0; r0 < rows.batch; r0 += static_cast<int>(blockDim.x)) {
+    const int r = r0 + static_cast<int>(threadIdx.x);
+    bool f = false;
+    if (r < rows.batch) {
+      const int32_t slot = rows.slot_ids[r];
+      f = slot >= 0 && slot < rows.slots && rows.is_flush[slot] != 0;
     }
-    const float s2 = codec::nvfp4_global_scale(wide_block_max(amax, red[h & 1]));
-    if (threadIdx.x == 0) globals[g] = s2;
-    // Every thread has passed this group's reduction, so none still reads the previous table.
-    for (int i = static_cast<int>(threadIdx.x); i < 127 * 8; i += static_cast<int>(blockDim.x)) {
-      const int d = i / 8, k = i % 8;
-      const float sb = codec::mul_rn(codec::e4m3_decode(static_cast<uint8_t>(d)), s2);
-      tab[d][k] = k == 7 ? sb : sb > 0.0f ? codec::e2m1_bound(sb, k) : 0.0f;
-    }
+    const uint32_t m = __ballot_sync(0xffffffffu, f);
+    if (lane == 0) counts[warp] = __popc(m);
     __syncthreads();
-#pragma unroll 1  // unrolled, the compiler hoists every piece's loads and bounds: 100+ bytes of spill
-    for (int r = 0; r < R; ++r) {
-      const int64_t e = (static_cast<int64_t>(warp + r * warps) * 32 + lane) * P;
-      if (e >= group_elems) continue;
-      uint8_t d = 0x7fu;  // a NaN block: scale code NaN, codes 0
-      uint32_t packed = 0;
-      if (key[r] != kNanBlock) {
-        d = s2 > 0.0f ? codec::e4m3_encode(
-                            codec::div_rn(__uint_as_float(key[r]), codec::mul_rn(s2, 6.0f)))
-                      : uint8_t{0};
-        const float4 b0 = *reinterpret_cast<const float4*>(&tab[d][0]);
-        const float4 b1 = *reinterpret_cast<const float4*>(&tab[d][4]);
-        const float bound[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-        float v[P];
-        load_piece(xg + e, v);  // again: held across the reduction they cost registers
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          const float xi = v[i];
-          uint32_t c;
-          if (bound[7] > 0.0f)
-            c = codec::e2m1_encode_bounded(xi, bound);
-          else  // zero scale: every finite element 0, +-Inf saturates to +-6 (nvfp4_encode_block)
-            c = codec::is_inf(xi) ? ((codec::f32_bits(xi) >> 28) & 0x8u) | 0x7u : 0u;
-          packed |= c << (4 * i);
-        }
-      }
-      uint8_t* dst = codes + (g * group_elems + e) / 2;
-      if constexpr (P == 4)
-        *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(packed);
-      else
-        *reinterpret_cast<uint32_t*>(dst) = packed;
-      if (lane % Q == 0) scales[g * nblocks + e / 16] = d;
+    int32_t before = 0, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      const int32_t c = counts[w];
+      before += w < warp ? c : 0;
+      total += c;
     }
+    if (f) list[n + before + __popc(m & ((1u << lane) - 1u))] = r;
+    n += total;
+    __syncthreads();  // the list is complete and counts may be rewritten
+  }
+  const int64_t items = static_cast<int64_t>(n) * rows.heads;
+  int parity = 0;
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x, parity ^= 1) {
+    const int32_t row = list[i / rows.heads];
+    const int64_t g = static_cast<int64_t>(rows.slot_ids[row]) * rows.heads + i % rows.heads;
+    encode_group_per_thread(x, g, group_elems, codes, scales, globals, red[parity]);
   }
 }
 
@@ -389,10 +328,11 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 
 namespace {
 
-/// The flushed encode's plan: heads per block (runs of 4) and the kernel (0: session 30's, 1:
-/// one block per thread, 2: coalesced). Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="hpb=N,kernel=K".
+/// The flushed encode's plan: the kernel (0: session 30's, 1: one 16-block per thread over a
+/// grid of (head runs, rows), 3: the same over a work list) and heads per block of kernel 1.
+/// Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="kernel=K,hpb=N".
 struct EncodePlan {
-  int hpb = 4, kernel = 2;
+  int hpb = 4, kernel = 3;
 };
 EncodePlan encode_plan(int64_t heads) {
   EncodePlan p;
@@ -414,14 +354,17 @@ void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_el
   const EncodePlan p = encode_plan(rows.heads);
   const dim3 runs(static_cast<unsigned>((rows.heads + p.hpb - 1) / p.hpb),
                   static_cast<unsigned>(rows.batch));
-  const int64_t coalesced_threads = (group_elems + 32 * 16 - 1) / (32 * 16) * 32;
-  if (p.kernel == 2 && coalesced_threads <= kWideThreads && aligned) {
-    encode_flushed_coalesced_kernel<<<runs, static_cast<int>(coalesced_threads), 0, s>>>(
-        x, group_elems, p.hpb, rows, codes, blocks, globals);
+  const int threads = static_cast<int>((nblocks + 31) / 32 * 32);
+  if (p.kernel == 3 && nblocks <= kWideThreads && aligned && rows.batch <= kMaxListRows) {
+    // About the blocks resident at once: 32 registers a thread, at most 3 blocks per SM.
+    const int per_sm = std::max(1, std::min(3, 2048 / threads));
+    const int64_t items = int64_t{rows.batch} * rows.heads;
+    const int grid = static_cast<int>(std::min<int64_t>(int64_t{per_sm} * device_sms(), items));
+    encode_flushed_list_kernel<<<grid, threads, sizeof(int32_t) * rows.batch, s>>>(
+        x, group_elems, rows, codes, blocks, globals);
     return;
   }
   if (p.kernel == 1 && nblocks <= kWideThreads && aligned) {
-    const int threads = static_cast<int>((nblocks + 31) / 32 * 32);
     encode_flushed_wide_kernel<<<runs, threads, 0, s>>>(x, group_elems, p.hpb, rows, codes,
                                                          blocks, globals);
     return;
