@@ -55,13 +55,15 @@ const char* ssm_family_name(SsmFamily f);
 ///     0.76x / 0.99x / 1.21x / 1.53x at batch 8 / 16 / 32 / 64 (window 0.99x / 1.32x / 1.43x /
 ///     1.69x), Qwen3.5-122B 0.83x / 1.12x / 1.28x at batch 4 / 8 / 16: L = min(requested, 16)
 ///     at batch >= 32, and from batch 8 where a sequence's state is >= 4 MiB.
-///   GDN fp32/fp8, fp32/nvfp4 (H200, bbcd087, bench/results/precision-gdn-*-bbcd087.*): the
-///     ordinary step reads a quarter / an eighth of the bytes but is latency-bound, and every
-///     flush also encodes the copy: mixed Qwen3.5-4B 1.02x / 0.98x at batch 64, 1.40x / 1.33x
-///     at 128, 1.53x / 1.41x at 256, 1.60x / 1.47x at 512: L = min(requested, 16) at batch >=
-///     128 (every state size; Qwen3.5-122B not measured). fp16sr/nvfp4 alike (192ae81: mixed /
-///     its L = 1 82.5 / 92.7 µs at 64, 53.1 / 49.7 at 32: it would pay from 64, but `read` does
-///     not tell it from fp32/nvfp4, whose 64 is 75.8 / 73.6).
+///   GDN fp32/fp8 (H200, bbcd087, bench/results/precision-gdn-*-bbcd087.*): the ordinary step
+///     reads a quarter of the bytes but is issue-bound, and every flush also encodes the copy:
+///     mixed Qwen3.5-4B 1.02x at batch 64, 1.40x at 128, 1.53x at 256, 1.60x at 512:
+///     L = min(requested, 16) at batch >= 128 (every state size; Qwen3.5-122B not measured).
+///   GDN NVFP4 copies (fp32/nvfp4, fp16sr/nvfp4) since session 31's encode (H200, 14ec922,
+///     bench/results/s31-*): mixed / the mode's L = 1 step at Qwen3.5-4B 40.4 / 39.3 and
+///     45.8 / 47.9 µs at batch 32, 65.9 / 72.9 and 73.3 / 89.6 at 64, 93.8 / 141.0 and
+///     106.3 / 172.5 at 128: L = min(requested, 16) at batch >= 64 (fp16sr/nvfp4's 4% at 32 is
+///     inside the spread between leases).
 ///   KDA fp32/bf16 at L = 8 (aafb793, kernels-kda-L8-fp32-bf16-aafb793.txt): mixed 0.65x at
 ///     batch 32, 1.19x / 1.21x / 1.23x / 1.25x at 64 / 128 / 256 / 512: L = min(requested, 8)
 ///     at batch >= 64.

@@ -38,8 +38,10 @@ struct FlushedRows {
 /// group g = s * heads + h of x ([slots * heads, group_rows * n], the new checkpoint: float32, or
 /// float16 for fp16sr/nvfp4 — x_dtype kF32 or kF16, 16-byte aligned) is encoded exactly as
 /// nvfp4_encode encodes its values widened to float32 into group g of `out` (group_rows as
-/// out's). Other slots are not touched. Grid (heads, batch): one block per group, its values held
-/// in registers (read once) where they fit.
+/// out's). Other slots are not touched. One 16-element block per thread, a thread block per
+/// group; a fixed grid of about the resident blocks takes the (flushing row, head) items of a
+/// work list each block builds from slot_ids and is_flush (up to 8192 rows; beyond, a grid of
+/// (head runs, rows)); groups of more than 1024 blocks of 16 take 256-thread blocks.
 void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
                           int64_t group_rows, int64_t n, const Nvfp4& out, void* stream);
 /// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does

@@ -90,66 +90,6 @@ __global__ void __launch_bounds__(kThreads)
                  scales + g * (group_elems / 16), globals + g, smem);
 }
 
-/// Encodes one group whose 16-element blocks all fit in the block's registers (nblocks <=
-/// kThreads * kResidentBlocks, group 16-byte aligned): every value read once, all loads in
-/// flight together, the group amax from the registers.
-constexpr int kResidentBlocks = 4;
-template <class T>
-__device__ __forceinline__ void encode_group_resident(const T* __restrict__ xg,
-                                                      int64_t nblocks, uint8_t* __restrict__ codes,
-                                                      uint8_t* __restrict__ scales, float* global,
-                                                      float* smem) {
-  float v[kResidentBlocks][16];
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kResidentBlocks; ++j) {
-    const int64_t b = threadIdx.x + static_cast<int64_t>(j) * kThreads;
-    if (b >= nblocks) break;
-    load_block(xg + b * 16, v[j]);
-  }
-#pragma unroll
-  for (int j = 0; j < kResidentBlocks; ++j) {
-    if (threadIdx.x + static_cast<int64_t>(j) * kThreads >= nblocks) break;
-#pragma unroll
-    for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[j][k]);
-  }
-  const float s2 = codec::nvfp4_global_scale(block_max(amax, smem));
-  if (threadIdx.x == 0) *global = s2;
-#pragma unroll
-  for (int j = 0; j < kResidentBlocks; ++j) {
-    const int64_t b = threadIdx.x + static_cast<int64_t>(j) * kThreads;
-    if (b >= nblocks) break;
-    uint8_t c[8];
-    scales[b] = codec::nvfp4_encode_block(v[j], s2, c);
-    uint2 packed;
-    packed.x = c[0] | (c[1] << 8) | (c[2] << 16) | (static_cast<uint32_t>(c[3]) << 24);
-    packed.y = c[4] | (c[5] << 8) | (c[6] << 16) | (static_cast<uint32_t>(c[7]) << 24);
-    *reinterpret_cast<uint2*>(codes + b * 8) = packed;
-  }
-}
-
-/// A/B only (RSSM_NVFP4_ENCODE_PLAN="wide=0"): session 30's kernel, the division per element.
-/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot, one block each.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    encode_flushed_resident_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
-                          uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
-                          float* __restrict__ globals) {
-  __shared__ float smem[kThreads / 32];
-  const int32_t slot = rows.slot_ids[blockIdx.y];
-  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
-  const T* xg = x + g * group_elems;
-  const int64_t nblocks = group_elems / 16;
-  if (nblocks <= static_cast<int64_t>(kThreads) * kResidentBlocks &&
-      (reinterpret_cast<uintptr_t>(xg) & 15) == 0)
-    encode_group_resident(xg, nblocks, codes + g * group_elems / 2, scales + g * nblocks,
-                          globals + g, smem);
-  else
-    encode_group(xg, group_elems, codes + g * group_elems / 2, scales + g * nblocks, globals + g,
-                 smem);
-}
-
 /// The 8 code bytes of a block as one 8-byte word (byte j = elements 2j, 2j + 1).
 __device__ __forceinline__ uint2 pack_codes(const uint8_t* c) {
   uint2 p;
@@ -179,8 +119,12 @@ __device__ __forceinline__ float wide_block_max(float v, float* smem) {
   return smem[32];
 }
 
-/// Encodes group g of x with one 16-element block per thread (blockDim.x >= nblocks); `red` is
-/// the reduction buffer of this call (callers alternate two between consecutive calls).
+/// Encodes group g of x with one 16-element block per thread (blockDim.x >= nblocks, whole
+/// warps): 16 values in registers, the group amax over the block, then the block's codes from
+/// its bounds (e2m1_bounds.h). 32 registers a thread (a few bytes of spill: the callers' loop
+/// state) keep 3 blocks of 640 threads (Nano-4B heads) or 2 of 1024 (Qwen3.5-4B) per SM, whose
+/// loads overlap each other's arithmetic. `red` is this call's reduction buffer (callers alternate
+/// two between consecutive calls).
 template <class T>
 __device__ __forceinline__ void encode_group_per_thread(const T* __restrict__ x, int64_t g,
                                                         int64_t group_elems,
@@ -206,10 +150,9 @@ __device__ __forceinline__ void encode_group_per_thread(const T* __restrict__ x,
 
 /// Grid (x: a run of heads_per_block heads, y: batch row), blockDim.x >= the group's 16-element
 /// blocks (nblocks <= kWideThreads; groups 16-byte aligned): for a flushing row's slot, each of
-/// the run's groups (slot, head) in turn, one block per thread — 16 values in registers, the
-/// group amax over the block, then the block's codes. 32 registers a thread (a few bytes of
-/// spill: the run's loop state) keep 2-3 blocks per SM, whose loads overlap each other's arithmetic (the per-group load -> reduce ->
-/// encode chain is the cost); runs of heads keep the early-exit blocks of ordinary rows few.
+/// the run's groups in turn (encode_group_per_thread). The work-list kernel's fallback for
+/// batches it cannot list; its (row, head run) blocks of ordinary rows exit at once, which costs
+/// an ordinary step ~14 µs at Nano-4B batch 256 (bench/NOTES.md "Session 31").
 template <class T>
 __global__ void __launch_bounds__(kWideThreads, 2)
     encode_flushed_wide_kernel(const T* __restrict__ x, int64_t group_elems, int heads_per_block,
@@ -328,9 +271,9 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 
 namespace {
 
-/// The flushed encode's plan: the kernel (0: session 30's, 1: one 16-block per thread over a
-/// grid of (head runs, rows), 3: the same over a work list) and heads per block of kernel 1.
-/// Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="kernel=K,hpb=N".
+/// The flushed encode's plan: the kernel (3: one 16-block per thread over a work list; 1: the
+/// same over a grid of (head runs, rows), which batches of more than kMaxListRows take) and heads
+/// per block of kernel 1. Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="kernel=K,hpb=N".
 struct EncodePlan {
   int hpb = 4, kernel = 3;
 };
@@ -364,17 +307,13 @@ void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_el
         x, group_elems, rows, codes, blocks, globals);
     return;
   }
-  if (p.kernel == 1 && nblocks <= kWideThreads && aligned) {
+  if (nblocks <= kWideThreads && aligned) {
     encode_flushed_wide_kernel<<<runs, threads, 0, s>>>(x, group_elems, p.hpb, rows, codes,
                                                          blocks, globals);
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch));
-  if (p.kernel == 0)
-    encode_flushed_resident_kernel<<<grid, kThreads, 0, s>>>(x, group_elems, rows, codes, blocks,
-                                                             globals);
-  else
-    encode_flushed_kernel<<<grid, kThreads, 0, s>>>(x, group_elems, rows, codes, blocks, globals);
+  encode_flushed_kernel<<<grid, kThreads, 0, s>>>(x, group_elems, rows, codes, blocks, globals);
 }
 
 }  // namespace
