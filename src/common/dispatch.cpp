@@ -33,10 +33,10 @@ int32_t recommended_ring_length(SsmFamily family, int64_t batch, int32_t request
     }
     case SsmFamily::kGdn: {
       const bool big = state_bytes >= (int64_t{4} << 20);
-      // NVFP4 copies from 64 since session 31's encode (Qwen3.5-4B mixed 65.9 / 73.3 µs against
-      // the L = 1 steps' 72.9 / 89.6 at batch 64; bench/NOTES.md "Session 31"), FP8 from 128.
+      // NVFP4 copies since session 31's encode from 64, or 32 where a sequence's state is >= 4
+      // MiB (bench/NOTES.md "Session 31"); FP8 from 128.
       const int64_t from = sr16                         ? 8
-                           : read == StateFormat::kNvfp4 ? 64
+                           : read == StateFormat::kNvfp4 ? (big ? 32 : 64)
                            : quant                       ? 128
                            : copy                        ? (big ? 8 : 32)
                                                          : (big ? 8 : 16);
