@@ -86,6 +86,16 @@ inline std::string comma_list_footer(const std::string& example) {
          "; repeating it is an error).";
 }
 
+/// CLI11's words for a one-value option given twice ("--state: At Most 1 required but received
+/// 2") in the form the list options use; any other message unchanged.
+inline std::string plain_parse_error(const std::string& what) {
+  const std::string key = ": At Most 1 required but received ";
+  const size_t at = what.find(key);
+  if (at == std::string::npos) return what;
+  const std::string n = what.substr(at + key.size());
+  return what.substr(0, at) + ": given " + n + " times, expected once";
+}
+
 /// A list option (comma_list) of `app` or of a command it ran, given more than once among the
 /// words argv[1..argc): CLI11 appends the lists (`--batch 1,2 --batch 4` ran 1,2,4), so which
 /// values run would depend on a convention the user may not share. Call after parsing; throws

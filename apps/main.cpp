@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     replayssm::cli::reject_repeated_lists(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "replayssm: error: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "replayssm: error: %s (see --help)\n",
+                 replayssm::cli::plain_parse_error(e.what()).c_str());
     return 2;
   }
   try {
