@@ -177,8 +177,8 @@ struct ScopedEnv {
 // widened) byte for byte; every other group (pad rows, ordinary rows, flushing slots outside the
 // batch) keeps its bytes. Groups of 384 / 640 / 1024 blocks of 16 (odd, Nano-4B and Qwen3.5-4B
 // heads: one block per thread, runs of 4 heads, here also 5 and 6 heads) and of 2048 (the
-// 256-thread kernel).
-TEST(CodecsCuda, Nvfp4EncodeFlushedEqualsTheCpuOnFlushingRowsOnly) {
+// 256-thread kernel). fp8_encode_flushed (the same work list) likewise on the float32 inputs.
+TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
   RSSM_SKIP_WITHOUT_CUDA();
   const uint64_t seed = test_seed(705);
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -247,6 +247,28 @@ TEST(CodecsCuda, Nvfp4EncodeFlushedEqualsTheCpuOnFlushingRowsOnly) {
       EXPECT_EQ(ds.download(), scales);
       EXPECT_EQ(dg.download(), as_bytes(globals));
       for (const DeviceBuffer* b : {&dx, &dc, &ds, &dg, &di, &df}) EXPECT_TRUE(b->guards_intact());
+      if (xd != kF32) continue;
+      // fp8_encode_flushed (fp32/fp8's copy, float32 checkpoints only): the same rows, one scale
+      // per row of n.
+      std::vector<uint8_t> f8 = random_bytes(groups * ge, rng);
+      std::vector<float> rs(groups * s.rows);
+      for (float& v : rs) v = static_cast<float>(rng.uniform(0.0, 1.0));
+      DeviceBuffer d8(kU8, {groups * ge}, 97), drs(kF32, {groups * s.rows}, 98);
+      d8.upload(f8), drs.upload(as_bytes(rs));
+      for (int32_t slot : ids) {
+        if (slot < 0 || !flush[slot]) continue;
+        const int64_t r0 = slot * s.heads * s.rows, nr = s.heads * s.rows;
+        cd::fp8_encode(make_view(x.data() + r0 * s.n, kF32, {nr, s.n}),
+                       cd::Fp8Rows{make_view(f8.data() + r0 * s.n, kU8, {nr, s.n}),
+                                   make_view(rs.data() + r0, kF32, {nr})});
+      }
+      ::replayssm::cuda::codecs::fp8_encode_flushed(static_cast<const float*>(dx.view().data), fr,
+                                                     s.rows, s.n, cd::Fp8Rows{d8.view(), drs.view()},
+                                                     nullptr);
+      ::replayssm::cuda::device_synchronize();
+      EXPECT_EQ(d8.download(), f8);
+      EXPECT_EQ(drs.download(), as_bytes(rs));
+      EXPECT_TRUE(d8.guards_intact() && drs.guards_intact());
     }
 }
 

@@ -45,7 +45,7 @@ struct FlushedRows {
 void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
                           int64_t group_rows, int64_t n, const Nvfp4& out, void* stream);
 /// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does
-/// (grid (heads, batch), one warp per row).
+/// (the same work list, one warp per row).
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream);
 

@@ -2,10 +2,14 @@
 // is src/common/codec_math.h, shared with the CPU backend.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/codec_math.h"
 #include "cuda/codecs/codecs_cuda.h"
+#include "cuda/codecs/flush_list.cuh"
 #include "cuda/codecs/reduce.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/plan_env.h"
 
 namespace replayssm::cuda::codecs {
 namespace {
@@ -27,18 +31,15 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
-/// Grid (x: head, y: batch row): the rows of the group (slot, head) of a flushing row's slot,
-/// rows_per_group rows of n floats, one warp per row. Rows of n <= 128 (a float4 per lane) are
-/// loaded kRowsAtOnce at a time before any is encoded, so a warp waits for memory once per
-/// batch of rows rather than once per row.
+/// Encodes the rows_per_group rows of n floats from row r0 of x, one warp per row (all
+/// kCodecThreads threads call it; warp-level only, no barrier). Rows of n <= 128 (a float4 per
+/// lane) are loaded kRowsAtOnce at a time before any is encoded, so a warp waits for memory once
+/// per batch of rows rather than once per row.
 constexpr int kRowsAtOnce = 8;
-__global__ void __launch_bounds__(kCodecThreads)
-    encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
-                          FlushedRows rows, uint8_t* __restrict__ codes,
-                          float* __restrict__ scales) {
-  const int32_t slot = rows.slot_ids[blockIdx.y];
-  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
-  const int64_t r0 = (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group;
+__device__ __forceinline__ void encode_group_rows(const float* __restrict__ x, int64_t r0,
+                                                  int64_t rows_per_group, int64_t n,
+                                                  uint8_t* __restrict__ codes,
+                                                  float* __restrict__ scales) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   constexpr int kWarps = kCodecThreads / 32;
   const bool vec = n <= 128 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
@@ -84,6 +85,34 @@ __global__ void __launch_bounds__(kCodecThreads)
   }
 }
 
+/// Grid (x: head, y: batch row): the group (slot, head) of a flushing row's slot; the work
+/// list's fallback for batches of more than kMaxListRows.
+__global__ void __launch_bounds__(kCodecThreads)
+    encode_flushed_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
+                          FlushedRows rows, uint8_t* __restrict__ codes,
+                          float* __restrict__ scales) {
+  const int32_t slot = rows.slot_ids[blockIdx.y];
+  if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
+  encode_group_rows(x, (static_cast<int64_t>(slot) * rows.heads + blockIdx.x) * rows_per_group,
+                    rows_per_group, n, codes, scales);
+}
+
+/// A fixed grid over a work list (flush_list.cuh): items i = blockIdx.x, + gridDim.x, ... of the
+/// (flushing row, head) pairs, each one group.
+__global__ void __launch_bounds__(kCodecThreads)
+    encode_flushed_list_kernel(const float* __restrict__ x, int64_t rows_per_group, int64_t n,
+                               FlushedRows rows, uint8_t* __restrict__ codes,
+                               float* __restrict__ scales) {
+  extern __shared__ int32_t list[];  // [batch]
+  __shared__ int32_t counts[32];
+  const int64_t items = static_cast<int64_t>(list_flush_rows(rows, list, counts)) * rows.heads;
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const int64_t g = static_cast<int64_t>(rows.slot_ids[list[i / rows.heads]]) * rows.heads +
+                      i % rows.heads;
+    encode_group_rows(x, g * rows_per_group, rows_per_group, n, codes, scales);
+  }
+}
+
 /// One thread per element of the flat [rows, n] array.
 __global__ void decode_kernel(const uint8_t* __restrict__ codes, const float* __restrict__ scales,
                               int64_t total, int64_t n, float* __restrict__ y) {
@@ -115,9 +144,25 @@ void fp8_decode(const Fp8Rows& in, const TensorView& y, void* stream) {
 void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_per_group, int64_t n,
                         const Fp8Rows& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
-  encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads), static_cast<unsigned>(rows.batch)),
-                          kCodecThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
+  const auto s = static_cast<cudaStream_t>(stream);
+  // Tuning runs only: RSSM_FP8_ENCODE_PLAN="list=0" takes the per-(row, head) grid.
+  int use_list = 1;
+  for_each_plan_override("RSSM_FP8_ENCODE_PLAN", [&](const std::string& key, int v) {
+    if (key == "list") use_list = v;
+  });
+  if (use_list && rows.batch <= kMaxListRows) {
+    const size_t smem = sizeof(int32_t) * rows.batch;
+    const int grid = list_grid(encode_flushed_list_kernel, kCodecThreads, smem,
+                               int64_t{rows.batch} * rows.heads);
+    encode_flushed_list_kernel<<<grid, kCodecThreads, smem, s>>>(
+        x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
+  } else {
+    encode_flushed_kernel<<<dim3(static_cast<unsigned>(rows.heads),
+                                 static_cast<unsigned>(rows.batch)),
+                            kCodecThreads, 0, s>>>(x, rows_per_group, n, rows,
+                                                   out.codes.ptr<uint8_t>(),
+                                                   out.scales.ptr<float>());
+  }
   check_launch("codecs.fp8_encode_flushed kernel");
 }
 

@@ -11,9 +11,9 @@
 #include "common/codec_math.h"
 #include "common/e2m1_bounds.h"
 #include "cuda/codecs/codecs_cuda.h"
+#include "cuda/codecs/flush_list.cuh"
 #include "cuda/codecs/reduce.cuh"
 #include "cuda/common/check.cuh"
-#include "cuda/common/memory.h"
 #include "cuda/common/plan_env.h"
 #include "replayssm/errors.h"
 
@@ -168,15 +168,9 @@ __global__ void __launch_bounds__(kWideThreads, 2)
                             scales, globals, smem[h & 1]);
 }
 
-/// Rows of the flushed encode a work-list block can list in shared memory (int32 each).
-constexpr int kMaxListRows = 8192;
-
-/// A fixed grid (about the blocks resident at once) over a work list: each block lists the batch
-/// rows whose slot flushes (in order, in shared memory: a ballot per warp, the warps' counts
-/// summed), then takes items i = blockIdx.x, + gridDim.x, ... of the (flush row, head) pairs,
-/// each one group with one 16-element block per thread (blockDim.x >= nblocks, whole warps).
-/// So an ordinary step costs one short pass over the rows per block instead of a block per
-/// (row, head run), and a few flushing rows spread over every block.
+/// A fixed grid over a work list (flush_list.cuh): items i = blockIdx.x, + gridDim.x, ... of the
+/// (flushing row, head) pairs, each one group with one 16-element block per thread (blockDim.x
+/// >= nblocks, whole warps).
 template <class T>
 __global__ void __launch_bounds__(kWideThreads, 2)
     encode_flushed_list_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
@@ -185,29 +179,7 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   extern __shared__ int32_t list[];  // [batch]
   __shared__ float red[2][33];
   __shared__ int32_t counts[32];
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int warps = static_cast<int>(blockDim.x / 32);
-  int32_t n = 0;  // flushing rows listed so far
-  for (int r0 = 0; r0 < rows.batch; r0 += static_cast<int>(blockDim.x)) {
-    const int r = r0 + static_cast<int>(threadIdx.x);
-    bool f = false;
-    if (r < rows.batch) {
-      const int32_t slot = rows.slot_ids[r];
-      f = slot >= 0 && slot < rows.slots && rows.is_flush[slot] != 0;
-    }
-    const uint32_t m = __ballot_sync(0xffffffffu, f);
-    if (lane == 0) counts[warp] = __popc(m);
-    __syncthreads();
-    int32_t before = 0, total = 0;
-    for (int w = 0; w < warps; ++w) {
-      const int32_t c = counts[w];
-      before += w < warp ? c : 0;
-      total += c;
-    }
-    if (f) list[n + before + __popc(m & ((1u << lane) - 1u))] = r;
-    n += total;
-    __syncthreads();  // the list is complete and counts may be rewritten
-  }
+  const int32_t n = list_flush_rows(rows, list, counts);
   const int64_t items = static_cast<int64_t>(n) * rows.heads;
   int parity = 0;
   for (int64_t i = blockIdx.x; i < items; i += gridDim.x, parity ^= 1) {
@@ -299,11 +271,10 @@ void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_el
                   static_cast<unsigned>(rows.batch));
   const int threads = static_cast<int>((nblocks + 31) / 32 * 32);
   if (p.kernel == 3 && nblocks <= kWideThreads && aligned && rows.batch <= kMaxListRows) {
-    // About the blocks resident at once: 32 registers a thread, at most 3 blocks per SM.
-    const int per_sm = std::max(1, std::min(3, 2048 / threads));
-    const int64_t items = int64_t{rows.batch} * rows.heads;
-    const int grid = static_cast<int>(std::min<int64_t>(int64_t{per_sm} * device_sms(), items));
-    encode_flushed_list_kernel<<<grid, threads, sizeof(int32_t) * rows.batch, s>>>(
+    const size_t smem = sizeof(int32_t) * rows.batch;
+    const int grid = list_grid(encode_flushed_list_kernel<T>, threads, smem,
+                               int64_t{rows.batch} * rows.heads);
+    encode_flushed_list_kernel<<<grid, threads, smem, s>>>(
         x, group_elems, rows, codes, blocks, globals);
     return;
   }
