@@ -174,8 +174,9 @@ struct ScopedEnv {
 
 // nvfp4_encode_flushed, the split modes' copy after a flush: every group (slot, head) of a batch
 // row whose slot flushes equals the CPU codec's encoding of the checkpoint (float32, or float16
-// widened) byte for byte; every other group (pad rows, ordinary rows, flushing slots outside the
-// batch) keeps its bytes. Groups of 384 / 640 / 1024 blocks of 16 (odd, Nano-4B and Qwen3.5-4B
+// widened) byte for byte; every other group (pad rows, ordinary rows, slot ids past the pool,
+// flushing slots outside the batch) keeps its bytes. Work lists with small grids (blocks walking
+// many items) and batches longer than a block (lists built in several passes) included. Groups of 384 / 640 / 1024 blocks of 16 (odd, Nano-4B and Qwen3.5-4B
 // heads: one block per thread, runs of 4 heads, here also 5 and 6 heads) and of 2048 (the
 // 256-thread kernel). fp8_encode_flushed (the same work list) likewise on the float32 inputs.
 TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
@@ -184,18 +185,27 @@ TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
   struct S {
-    int64_t heads, rows, n;
+    int64_t heads, rows, n, slots, batch;
   };
-  // The default plan (the work list), then the fallback for batches of more than 8192 rows
-  // through the tuning plan (RSSM_NVFP4_ENCODE_PLAN, read at every launch): 4-head / 3-head runs.
-  for (const char* plan : {"", "kernel=1,hpb=4", "kernel=1,hpb=3"})
-  for (const S s : {S{6, 96, 64}, S{5, 80, 128}, S{3, 128, 128}, S{2, 256, 128}})
+  struct Plans {
+    const char *nvfp4, *fp8;
+  };
+  // The default plans (the work lists); the work lists with grids of 2 or 3 blocks (each block
+  // walks many items); the fallbacks for batches of more than 8192 rows (NVFP4: 4-head / 3-head
+  // runs; FP8: a block per (row, head)) through the tuning plans, read at every launch.
+  for (const Plans plan : {Plans{"", ""}, Plans{"grid=2", "grid=3"}, Plans{"kernel=1,hpb=4", "list=0"},
+                           Plans{"kernel=1,hpb=3", "grid=2"}})
+  // Groups of 384 / 640 / 1024 / 2048 blocks of 16, and small groups (64 blocks: 2 warps) in a
+  // batch of 130 rows, so a block lists the rows in several passes.
+  for (const S s : {S{6, 96, 64, 7, 5}, S{5, 80, 128, 7, 5}, S{3, 128, 128, 7, 5},
+                    S{2, 256, 128, 7, 5}, S{2, 16, 64, 160, 130}})
     for (const DType xd : {kF32, DType::kF16}) {
-      ScopedEnv env("RSSM_NVFP4_ENCODE_PLAN", plan);
-      SCOPED_TRACE(std::string("plan '") + plan + "' heads " + std::to_string(s.heads) + " rows " +
-                   std::to_string(s.rows) + " n " + std::to_string(s.n) +
+      ScopedEnv env("RSSM_NVFP4_ENCODE_PLAN", plan.nvfp4), env8("RSSM_FP8_ENCODE_PLAN", plan.fp8);
+      SCOPED_TRACE(std::string("plans '") + plan.nvfp4 + "' '" + plan.fp8 + "' heads " +
+                   std::to_string(s.heads) + " rows " + std::to_string(s.rows) + " n " +
+                   std::to_string(s.n) + " batch " + std::to_string(s.batch) +
                    (xd == kF32 ? " float32" : " float16"));
-      const int64_t slots = 7, batch = 5, ge = s.rows * s.n, groups = slots * s.heads;
+      const int64_t slots = s.slots, batch = s.batch, ge = s.rows * s.n, groups = slots * s.heads;
       // The checkpoint, and its values as the encoder sees them (float16 widened exactly).
       std::vector<float> x = nasty_data(groups * ge, rng);
       std::vector<uint16_t> xh(x.size());
@@ -208,11 +218,14 @@ TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
       rng.shuffle(all);
       std::vector<int32_t> ids(all.begin(), all.begin() + batch);
       ids[rng.integer(0, batch - 1)] = -1;
+      int64_t big = rng.integer(0, batch - 1);  // a slot id past the pool: never encoded
+      while (ids[big] < 0) big = (big + 1) % batch;
+      ids[big] = static_cast<int32_t>(slots);
       std::vector<int8_t> flush(slots);
       for (int8_t& f : flush) f = static_cast<int8_t>(rng.integer(0, 1));
       flush[all[batch]] = 1;  // a slot outside the batch that flushes
-      if (ids[0] >= 0) flush[ids[0]] = 1;
-      if (ids[1] >= 0) flush[ids[1]] = 0;
+      if (ids[0] >= 0 && ids[0] < slots) flush[ids[0]] = 1;
+      if (ids[1] >= 0 && ids[1] < slots) flush[ids[1]] = 0;
       // Expected: random prior bytes, the flushing rows' groups encoded by the CPU codec.
       std::vector<uint8_t> codes = random_bytes(groups * ge / 2, rng);
       std::vector<uint8_t> scales = random_bytes(groups * ge / 16, rng);
@@ -225,7 +238,7 @@ TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
       dc.upload(codes), ds.upload(scales), dg.upload(as_bytes(globals));
       di.upload(as_bytes(ids)), df.upload(as_bytes(flush));
       for (int32_t slot : ids) {
-        if (slot < 0 || !flush[slot]) continue;
+        if (slot < 0 || slot >= slots || !flush[slot]) continue;
         for (int64_t h = 0; h < s.heads; ++h) {
           const int64_t g = slot * s.heads + h;
           const cd::Nvfp4 q{make_view(codes.data() + g * ge / 2, kU8, {s.rows, s.n / 2}),
@@ -256,7 +269,7 @@ TEST(CodecsCuda, FlushedEncodesEqualTheCpuOnFlushingRowsOnly) {
       DeviceBuffer d8(kU8, {groups * ge}, 97), drs(kF32, {groups * s.rows}, 98);
       d8.upload(f8), drs.upload(as_bytes(rs));
       for (int32_t slot : ids) {
-        if (slot < 0 || !flush[slot]) continue;
+        if (slot < 0 || slot >= slots || !flush[slot]) continue;
         const int64_t r0 = slot * s.heads * s.rows, nr = s.heads * s.rows;
         cd::fp8_encode(make_view(x.data() + r0 * s.n, kF32, {nr, s.n}),
                        cd::Fp8Rows{make_view(f8.data() + r0 * s.n, kU8, {nr, s.n}),

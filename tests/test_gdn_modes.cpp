@@ -316,5 +316,46 @@ TEST(GdnModes, Fp32RecurrenceFlushIsTheConventionalStepBitForBit) {
   }
 }
 
+/// At L = 1 every step flushes and no step reads the read copy: the CPU backend, as the CUDA
+/// kernels, writes the checkpoint alone (the copy, values and scales, keeps its bytes), and with
+/// an fp32 recurrence the outputs and checkpoints are the fp32 conventional step's bit for bit.
+TEST(GdnModes, RingLengthOneLeavesTheReadCopyUnwritten) {
+  const uint64_t seed = testing::test_seed(613);
+  for (const GShape& s : {kSmallGdn, kSmallKda})
+    for (const char* name : {"fp32/bf16", "fp32/nvfp4", "fp32/fp8", "fp16sr/nvfp4", "fp8/nvfp4"}) {
+      const StateMode mode = parse_state_mode(name);
+      SCOPED_TRACE(std::string(s.name) + " " + name);
+      Rng rng(seed);
+      const GParams prm(s, rng);
+      const RingConfig cfg{1, 1, RingMode::kDecode};
+      const int64_t slots = 2, per = s.HV * s.V;
+      GPool split(prm, mode, cfg, slots), conv(prm, StateMode{}, cfg, slots);
+      split.reset_all();
+      conv.reset_all();
+      split.mb.read.poison(rng);
+      const std::vector<uint8_t> copy = split.mb.read.all_bytes();
+      for (int step = 0; step < 5; ++step) {
+        GInputs in(prm, slots), in2(prm, slots);
+        for (int64_t b = 0; b < slots; ++b) {
+          in.ids.data<int32_t>()[b] = in2.ids.data<int32_t>()[b] = static_cast<int32_t>(b);
+          const ref::GdnToken t = prm.token(rng);
+          in.put(b, t);
+          in2.put(b, t);
+        }
+        gdn::Cache c1 = split.cache(), c2 = conv.cache();
+        gdn::replay_step(prm.layer(), c1, split.cursors(), in.tokens(), Rows{in.ids.view(), -1}, in.y.view());
+        gdn::conventional_step(prm.layer(), c2, in2.tokens(), Rows{in2.ids.view(), -1}, in2.y.view());
+        ASSERT_TRUE(split.mb.read.all_bytes() == copy) << "read copy written at step " << step;
+        split.commit(in.ids, slots);
+        if (mode.recurrence != StateFormat::kFp32) continue;
+        for (int64_t b = 0; b < slots; ++b) {
+          ASSERT_TRUE(in.y_row(b, per) == in2.y_row(b, per)) << "y, step " << step;
+          ASSERT_TRUE(split.checkpoint(b) == conv.checkpoint(b)) << "checkpoint, step " << step;
+        }
+      }
+      EXPECT_TRUE(split.guards_intact());
+    }
+}
+
 }  // namespace
 }  // namespace replayssm

@@ -302,10 +302,9 @@ TEST(Mamba2Modes, RingLengthOneLeavesTheReadCopyUnwritten) {
     ModePool split(kTiny, mode, cfg, slots, rng, prm), base(kTiny, StateMode{}, cfg, slots, rng, prm);
     split.reset_all();
     base.reset_all();
-    // Poison the copy: a step that wrote it would change these bytes.
-    std::vector<uint8_t> copy = split.mb.read.values.payload();
-    for (uint8_t& v : copy) v = static_cast<uint8_t>(rng.integer(0, 255));
-    std::copy(copy.begin(), copy.end(), split.mb.read.values.data<uint8_t>());
+    // Poison the copy (values and scales): a step that wrote it would change these bytes.
+    split.mb.read.poison(rng);
+    const std::vector<uint8_t> copy = split.mb.read.all_bytes();
     for (int step = 0; step < 5; ++step) {
       Inputs in(prm, slots, 1), in2(prm, slots, 1);
       for (int64_t b = 0; b < slots; ++b) {
@@ -318,7 +317,7 @@ TEST(Mamba2Modes, RingLengthOneLeavesTheReadCopyUnwritten) {
       const Rows r1{in.slot_ids.view(), -1}, r2{in2.slot_ids.view(), -1};
       mamba2::replay_step(prm.layer(), c1, split.pool.cursors(cfg), in.tokens(), r1, in.y.view());
       mamba2::replay_step(prm.layer(), c2, base.pool.cursors(cfg), in2.tokens(), r2, in2.y.view());
-      ASSERT_TRUE(split.mb.read.values.payload() == copy) << "read copy written at step " << step;
+      ASSERT_TRUE(split.mb.read.all_bytes() == copy) << "read copy written at step " << step;
       if (mode.recurrence != StateFormat::kFp32) continue;
       for (int64_t b = 0; b < slots; ++b)
         ASSERT_TRUE(split.checkpoint(b) == base.checkpoint(b)) << "step " << step;

@@ -47,6 +47,22 @@ struct FormatBuffer {
     return s;
   }
   StateBuffer buffer() const { return StateBuffer{view(), scales()}; }
+  /// Every byte of the values and scales, in that order.
+  std::vector<uint8_t> all_bytes() const {
+    std::vector<uint8_t> out;
+    for (const GuardedBuffer* g : {&values, &row_scales, &blocks, &global}) {
+      const std::vector<uint8_t> p = g->payload();
+      out.insert(out.end(), p.begin(), p.end());
+    }
+    return out;
+  }
+  /// Fills the values and scales with random bytes (a copy nobody should write keeps them).
+  void poison(Rng& rng) {
+    for (GuardedBuffer* g : {&values, &row_scales, &blocks, &global}) {
+      const size_t bytes = g->payload().size();
+      for (size_t i = 0; i < bytes; ++i) g->data<uint8_t>()[i] = static_cast<uint8_t>(rng.integer(0, 255));
+    }
+  }
   /// The slot's state decoded to float (through the public codecs / codec_math), [heads*rows*n].
   std::vector<float> decode(int64_t slot) const {
     const int64_t m = heads * rows * n;

@@ -60,9 +60,9 @@ const char* ssm_family_name(SsmFamily f);
 ///     mixed Qwen3.5-4B 1.02x at batch 64, 1.40x at 128, 1.53x at 256, 1.60x at 512:
 ///     L = min(requested, 16) at batch >= 128 (every state size; Qwen3.5-122B not measured).
 ///   GDN NVFP4 copies (fp32/nvfp4, fp16sr/nvfp4) since session 31's encode (H200, 59a28ff,
-///     bench/results/s31-*): mixed / the mode's L = 1 step at Qwen3.5-4B 40.4 / 39.3 and
-///     45.8 / 47.9 µs at batch 32, 65.9 / 72.9 and 73.3 / 89.6 at 64, 93.8 / 141.0 and
-///     106.3 / 172.5 at 128; Qwen3.5-122B (1bb3d09) 62.3 / 73.1 and 68.9 / 89.9 at 32:
+///     bench/results/s31-*): mixed / the mode's L = 1 step at Qwen3.5-4B 40.4 / 39.4 and
+///     45.8 / 47.8 µs at batch 32, 65.9 / 72.9 and 73.3 / 89.5 at 64, 93.8 / 141.0 and
+///     106.3 / 172.6 at 128; Qwen3.5-122B (1bb3d09) 62.3 / 73.1 and 68.9 / 89.9 at 32:
 ///     L = min(requested, 16) at batch >= 64, and from 32 where a sequence's state is >= 4 MiB
 ///     (fp16sr/nvfp4's 4% at Qwen3.5-4B batch 32 is inside the spread between leases; batches
 ///     below 32 not measured).

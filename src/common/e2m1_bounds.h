@@ -42,6 +42,9 @@ RSSM_CODEC_FN float e2m1_bound(float sb, int k) {
   }
   const double p = t * static_cast<double>(sb);
   float b = f32_round_down(p);
+  // For >= (odd k) the bound is the largest float32 below p. p itself is never a float32 (t ± u/2
+  // has an odd 25-bit significand, so the product has at least 25 significant bits), so RD(p)
+  // already is; the test stays for the statement's sake, in case the midpoints change.
   if ((k & 1) && static_cast<double>(b) == p) b = f32_from_bits(f32_bits(b) - 1u);  // p > 0
   return b;
 }

@@ -41,7 +41,9 @@ struct FlushedRows {
 /// out's). Other slots are not touched. One 16-element block per thread, a thread block per
 /// group; a fixed grid of about the resident blocks takes the (flushing row, head) items of a
 /// work list each block builds from slot_ids and is_flush (up to 8192 rows; beyond, a grid of
-/// (head runs, rows)); groups of more than 1024 blocks of 16 take 256-thread blocks.
+/// (head runs, rows)); groups of more than 1024 blocks of 16, or an x that is not 16-byte
+/// aligned, take 256-thread blocks. `out.codes` must be 8-byte aligned (a block's codes are
+/// stored as one 8-byte word).
 void nvfp4_encode_flushed(const void* x, DType x_dtype, const FlushedRows& rows,
                           int64_t group_rows, int64_t n, const Nvfp4& out, void* stream);
 /// The FP8 read copy likewise: rows g * rows_per_group .. of x [rows, n] as fp8_encode does

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/codecs/codecs_cuda.h"
 #include "cuda/common/memory.h"
@@ -50,15 +53,34 @@ __device__ __forceinline__ int32_t list_flush_rows(const FlushedRows& rows, int3
   return n;
 }
 
-/// The work-list grid of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory:
-/// the blocks resident at once, at most `items` (>= 1).
+/// The work-list grid of `kernel` at `threads` threads: the blocks resident at once (the
+/// occupancy query, with the largest list's shared memory, once per kernel and block size), at
+/// most `items` (>= 1) and at most `cap` where cap > 0 (tuning runs and tests: a small grid makes
+/// every block walk several items).
 template <class Kernel>
-int list_grid(Kernel kernel, int threads, size_t smem, int64_t items) {
+int list_grid(Kernel kernel, int threads, int64_t items, int cap = 0) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
-    per_sm = 1;
-  const int64_t resident = int64_t{std::max(per_sm, 1)} * device_sms();
-  return static_cast<int>(std::max<int64_t>(1, std::min(resident, items)));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), threads);
+    const auto it = cache.find(key);
+    if (it != cache.end()) {
+      per_sm = it->second;
+    } else {
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                        sizeof(int32_t) * kMaxListRows) !=
+          cudaSuccess) {
+        (void)cudaGetLastError();  // not a launch error: fall back to one block per SM
+        per_sm = 1;
+      }
+      cache[key] = per_sm;
+    }
+  }
+  int64_t grid = std::min(int64_t{std::max(per_sm, 1)} * device_sms(), items);
+  if (cap > 0) grid = std::min<int64_t>(grid, cap);
+  return static_cast<int>(std::max<int64_t>(1, grid));
 }
 
 }  // namespace replayssm::cuda::codecs

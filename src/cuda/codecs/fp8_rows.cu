@@ -145,15 +145,17 @@ void fp8_encode_flushed(const float* x, const FlushedRows& rows, int64_t rows_pe
                         const Fp8Rows& out, void* stream) {
   if (rows.batch == 0 || rows.heads == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
-  // Tuning runs only: RSSM_FP8_ENCODE_PLAN="list=0" takes the per-(row, head) grid.
-  int use_list = 1;
+  // Tuning runs and tests only: RSSM_FP8_ENCODE_PLAN="list=0" takes the per-(row, head) grid,
+  // "grid=N" caps the work list's grid.
+  int use_list = 1, cap = 0;
   for_each_plan_override("RSSM_FP8_ENCODE_PLAN", [&](const std::string& key, int v) {
     if (key == "list") use_list = v;
+    if (key == "grid" && v > 0) cap = v;
   });
   if (use_list && rows.batch <= kMaxListRows) {
     const size_t smem = sizeof(int32_t) * rows.batch;
-    const int grid = list_grid(encode_flushed_list_kernel, kCodecThreads, smem,
-                               int64_t{rows.batch} * rows.heads);
+    const int grid = list_grid(encode_flushed_list_kernel, kCodecThreads,
+                               int64_t{rows.batch} * rows.heads, cap);
     encode_flushed_list_kernel<<<grid, kCodecThreads, smem, s>>>(
         x, rows_per_group, n, rows, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
   } else {

@@ -244,16 +244,22 @@ void nvfp4_decode(const Nvfp4& in, const TensorView& y, void* stream) {
 namespace {
 
 /// The flushed encode's plan: the kernel (3: one 16-block per thread over a work list; 1: the
-/// same over a grid of (head runs, rows), which batches of more than kMaxListRows take) and heads
-/// per block of kernel 1. Tuning runs only: RSSM_NVFP4_ENCODE_PLAN="kernel=K,hpb=N".
+/// same over a grid of (head runs, rows), which batches of more than kMaxListRows take), heads
+/// per block of kernel 1, and a cap on the work list's grid (0: none). Tuning runs and tests
+/// only: RSSM_NVFP4_ENCODE_PLAN="kernel=1|3,hpb=N,grid=N"; other kernels are a ConfigError.
 struct EncodePlan {
-  int hpb = 4, kernel = 3;
+  int hpb = 4, kernel = 3, grid = 0;
 };
 EncodePlan encode_plan(int64_t heads) {
   EncodePlan p;
   for_each_plan_override("RSSM_NVFP4_ENCODE_PLAN", [&](const std::string& key, int v) {
     if (key == "hpb" && v > 0) p.hpb = v;
-    if (key == "kernel") p.kernel = v;
+    if (key == "kernel") {
+      check<ConfigError>(v == 1 || v == 3, "RSSM_NVFP4_ENCODE_PLAN: kernel=", v,
+                         ", expected 1 (head runs) or 3 (work list)");
+      p.kernel = v;
+    }
+    if (key == "grid" && v > 0) p.grid = v;
   });
   p.hpb = static_cast<int>(std::min<int64_t>(p.hpb, heads));
   return p;
@@ -263,6 +269,7 @@ template <class T>
 void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_elems,
                            uint8_t* codes, uint8_t* blocks, float* globals, cudaStream_t s) {
   const int64_t nblocks = group_elems / 16;
+  if (nblocks == 0) return;  // empty groups (rows of 0 elements)
   // Every group 16-byte aligned: the base, and the group stride (n is a multiple of 16).
   const bool aligned =
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && group_elems * int64_t{sizeof(T)} % 16 == 0;
@@ -272,8 +279,8 @@ void launch_encode_flushed(const T* x, const FlushedRows& rows, int64_t group_el
   const int threads = static_cast<int>((nblocks + 31) / 32 * 32);
   if (p.kernel == 3 && nblocks <= kWideThreads && aligned && rows.batch <= kMaxListRows) {
     const size_t smem = sizeof(int32_t) * rows.batch;
-    const int grid = list_grid(encode_flushed_list_kernel<T>, threads, smem,
-                               int64_t{rows.batch} * rows.heads);
+    const int grid =
+        list_grid(encode_flushed_list_kernel<T>, threads, int64_t{rows.batch} * rows.heads, p.grid);
     encode_flushed_list_kernel<<<grid, threads, smem, s>>>(
         x, group_elems, rows, codes, blocks, globals);
     return;
