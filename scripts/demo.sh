@@ -20,7 +20,7 @@ for a in "$@"; do
     --prompt|--prompt=*|--prompts|--prompts=*|--prompt-ids|--prompt-ids=*) prompt=() ;;
     -n|-n*|--max-new-tokens|--max-new-tokens=*) tokens=() ;;
     -L|-L*|--ring|--ring=*) ring=() ;;
-    --speculate|--speculate=*) compare=() ;;
+    -T|-T*|--speculate|--speculate=*) compare=() ;;
   esac
 done
 exec "${RSSM_BUILD_DIR:-$root/build}/apps/replayssm" generate "${model[@]}" "${prompt[@]}" \

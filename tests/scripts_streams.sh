@@ -10,7 +10,7 @@ mkdir -p "$tmp/scripts" "$tmp/build/apps" "$tmp/bin"
 cp "$src/scripts/test.sh" "$src/scripts/demo.sh" "$src/scripts/env.sh" "$tmp/scripts/"
 printf '#!/usr/bin/env bash\necho "stub: build log"\n' > "$tmp/scripts/setup.sh"
 printf '#!/usr/bin/env bash\necho "stub: ctest results"\n' > "$tmp/bin/ctest"
-printf '#!/usr/bin/env bash\necho "cuda device: no CUDA device (stub)"\necho "stub: replayssm $1"\n' \
+printf '#!/usr/bin/env bash\necho "cuda device: no CUDA device (stub)"\necho "stub: replayssm $*"\n' \
   > "$tmp/build/apps/replayssm"
 chmod +x "$tmp/scripts/setup.sh" "$tmp/bin/ctest" "$tmp/build/apps/replayssm"
 status=0
@@ -26,5 +26,16 @@ for script in test.sh demo.sh; do
   [ "$script" = demo.sh ] && expected="stub: replayssm generate"
   case "$out" in *"$expected"*) ;; *)
     echo "$script: stdout lacks '$expected':"; echo "$out"; status=1 ;; esac
+done
+# demo.sh checks its tokens with --compare, except when speculating (which --compare rejects),
+# whichever spelling of the option is given.
+for args in "" "-T 4" "-T4" "--speculate 4" "--speculate=4"; do
+  # shellcheck disable=SC2086
+  out=$(PATH="$tmp/bin:$PATH" RSSM_BUILD_DIR="$tmp/build" "$tmp/scripts/demo.sh" $args 2>/dev/null)
+  case "$args:$out" in
+    :*--compare*) ;;
+    :*) echo "demo.sh: no --compare by default: $out"; status=1 ;;
+    *--compare*) echo "demo.sh $args: --compare with speculative decoding: $out"; status=1 ;;
+  esac
 done
 exit $status
