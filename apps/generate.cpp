@@ -235,7 +235,9 @@ int generate(const GenerateOptions& o) {
   const auto& s = main_run.stats;
   // fp16sr recurrences: their L = 1 step writes the float16 checkpoint with stochastic rounding
   // every step (slower than the fp32 conventional step on the CPU), not the fp32 one.
-  const bool sr16 = opt.state.rfind("fp16sr/", 0) == 0;
+  const char* sr16_step = opt.state.rfind("fp16sr/", 0) == 0
+                              ? " over the float16 state, rounded stochastically every step"
+                              : "";
   fmt::print("{}: {} request{}, {} prompt + {} generated token{} in {} step{}, {:.2f} s: {} "
              "(device {}, ssm {}{}, batch {}{})\n",
              opt.model, reqs.size(), plural_s(static_cast<int64_t>(reqs.size())), s.prompt_tokens,
@@ -248,8 +250,7 @@ int generate(const GenerateOptions& o) {
              // conventional step.
              mode != engine::SsmMode::kReplay ? std::string()
              : opt.speculate == 0 && opt.ring == 0 && main_run.ring == 1
-                 ? std::string(", L 1 = the conventional step") +
-                       (sr16 ? " over the float16 state, rounded stochastically every step" : "")
+                 ? std::string(", L 1 = the conventional step") + sr16_step
                  : ", L " + std::to_string(main_run.ring),
              batch_size(opt, reqs.size()),
              opt.state == "fp32" || opt.state == "fp32/fp32" ? "" : ", state " + opt.state);
@@ -354,7 +355,7 @@ int generate(const GenerateOptions& o) {
     fmt::print("compare: ReplaySSM ran with L 1{}, whose steps are the conventional kernel's{}: "
                "give -L 16 to compare the ring\n",
                opt.ring == 0 ? " (the dispatcher's choice at this batch)" : "",
-               sr16 ? " over the float16 state, rounded stochastically every step" : "");
+               sr16_step);
   if (!exact && diverged > 0) {
     fmt::print("compare: the two runs round the state differently ({} against {}): the divergence "
                "measures that rounding, not ReplaySSM (compare with --state fp32)\n",

@@ -151,30 +151,53 @@ RSSM_CODEC_FN float e2m1_decode(uint8_t c) {
 /// Global (decode) scale of a group from its finite amax: amax / (6 * 448).
 RSSM_CODEC_FN float nvfp4_global_scale(float amax) { return div_rn(amax, 2688.0f); }
 
-/// Encodes x[0..16) with global scale s2: code byte j holds elements 2j (low) and 2j+1 (high);
-/// returns the block's E4M3 scale code (0x7F for a block holding a NaN).
-RSSM_CODEC_FN uint8_t nvfp4_encode_block(const float* x, float s2, uint8_t* codes) {
+/// The scale of a 16-element block x[0..16) with global scale s2: `nan` for a block holding a NaN
+/// (its scale code 0x7F, every element code 0), else the E4M3 scale code d of amax / (6 s2) and
+/// the block's multiplier sb = E4M3(d) * s2: 0 (nvfp4_codes_without_scale) or the divisor of the
+/// elements' E2M1 codes.
+struct Nvfp4BlockScale {
+  bool nan;
+  uint8_t d;
+  float sb;
+};
+RSSM_CODEC_FN Nvfp4BlockScale nvfp4_block_scale_of(const float* x, float s2) {
   float amax = 0.0f;
   bool nan = false;
   for (int i = 0; i < 16; ++i) {
     nan = nan || is_nan(x[i]);
     amax = amax_step(amax, x[i]);
   }
-  if (nan) {
-    for (int j = 0; j < 8; ++j) codes[j] = 0;
-    return 0x7fu;
-  }
+  if (nan) return {true, 0x7fu, 0.0f};
   const uint8_t d = s2 > 0.0f ? e4m3_encode(div_rn(amax, mul_rn(s2, 6.0f))) : uint8_t{0};
-  const float sb = mul_rn(e4m3_decode(d), s2);
-  uint8_t c[16];
-  for (int i = 0; i < 16; ++i) {
-    if (sb > 0.0f)
-      c[i] = e2m1_encode(div_rn(x[i], sb));
-    else  // zero scale: every finite element 0, +-Inf saturates to +-6
-      c[i] = is_inf(x[i]) ? static_cast<uint8_t>(((f32_bits(x[i]) >> 28) & 0x8u) | 0x7u) : 0;
+  return {false, d, mul_rn(e4m3_decode(d), s2)};
+}
+
+/// The code bytes of a block whose elements need no division: a NaN block (every code 0) or a
+/// zero-scale one (every finite element 0, +-Inf saturates to +-6). Returns false, writing
+/// nothing, for a block with sb > 0.
+RSSM_CODEC_FN bool nvfp4_codes_without_scale(const Nvfp4BlockScale& b, const float* x,
+                                             uint8_t* codes) {
+  if (!b.nan && b.sb > 0.0f) return false;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t c[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      const float v = x[2 * j + i];
+      if (!b.nan && is_inf(v)) c[i] = static_cast<uint8_t>(((f32_bits(v) >> 28) & 0x8u) | 0x7u);
+    }
+    codes[j] = static_cast<uint8_t>(c[0] | (c[1] << 4));
   }
-  for (int j = 0; j < 8; ++j) codes[j] = static_cast<uint8_t>(c[2 * j] | (c[2 * j + 1] << 4));
-  return d;
+  return true;
+}
+
+/// Encodes x[0..16) with global scale s2: code byte j holds elements 2j (low) and 2j+1 (high);
+/// returns the block's E4M3 scale code (0x7F for a block holding a NaN).
+RSSM_CODEC_FN uint8_t nvfp4_encode_block(const float* x, float s2, uint8_t* codes) {
+  const Nvfp4BlockScale b = nvfp4_block_scale_of(x, s2);
+  if (nvfp4_codes_without_scale(b, x, codes)) return b.d;
+  for (int j = 0; j < 8; ++j)
+    codes[j] = static_cast<uint8_t>(e2m1_encode(div_rn(x[2 * j], b.sb)) |
+                                    (e2m1_encode(div_rn(x[2 * j + 1], b.sb)) << 4));
+  return b.d;
 }
 
 /// The float32 multiplier of a block: E4M3(d) * s2 (NaN for a NaN block).

@@ -73,36 +73,14 @@ RSSM_CODEC_FN uint8_t e2m1_encode_bounded(float x, const float* bound) {
 /// nvfp4_encode_block (codec_math.h) with the elements' codes from e2m1_bounds: the same codes
 /// and scale for every input.
 RSSM_CODEC_FN uint8_t nvfp4_encode_block_bounded(const float* x, float s2, uint8_t* codes) {
-  float amax = 0.0f;
-  bool nan = false;
-  for (int i = 0; i < 16; ++i) {
-    nan = nan || is_nan(x[i]);
-    amax = amax_step(amax, x[i]);
-  }
-  if (nan) {
-    for (int j = 0; j < 8; ++j) codes[j] = 0;
-    return 0x7fu;
-  }
-  const uint8_t d = s2 > 0.0f ? e4m3_encode(div_rn(amax, mul_rn(s2, 6.0f))) : uint8_t{0};
-  const float sb = mul_rn(e4m3_decode(d), s2);
-  if (sb > 0.0f) {
-    float bound[7];
-    e2m1_bounds(sb, bound);
-    for (int j = 0; j < 8; ++j)
-      codes[j] = static_cast<uint8_t>(e2m1_encode_bounded(x[2 * j], bound) |
-                                      (e2m1_encode_bounded(x[2 * j + 1], bound) << 4));
-    return d;
-  }
-  // Zero scale: every finite element 0, +-Inf saturates to +-6 (as nvfp4_encode_block).
-  for (int j = 0; j < 8; ++j) {
-    uint8_t c[2];
-    for (int i = 0; i < 2; ++i) {
-      const float v = x[2 * j + i];
-      c[i] = is_inf(v) ? static_cast<uint8_t>(((f32_bits(v) >> 28) & 0x8u) | 0x7u) : 0;
-    }
-    codes[j] = static_cast<uint8_t>(c[0] | (c[1] << 4));
-  }
-  return d;
+  const Nvfp4BlockScale b = nvfp4_block_scale_of(x, s2);
+  if (nvfp4_codes_without_scale(b, x, codes)) return b.d;
+  float bound[7];
+  e2m1_bounds(b.sb, bound);
+  for (int j = 0; j < 8; ++j)
+    codes[j] = static_cast<uint8_t>(e2m1_encode_bounded(x[2 * j], bound) |
+                                    (e2m1_encode_bounded(x[2 * j + 1], bound) << 4));
+  return b.d;
 }
 
 }  // namespace replayssm::codec

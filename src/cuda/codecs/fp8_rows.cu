@@ -18,7 +18,7 @@ namespace {
 __global__ void __launch_bounds__(kCodecThreads)
     encode_kernel(const float* __restrict__ x, int64_t rows, int64_t n, uint8_t* __restrict__ codes,
                   float* __restrict__ scales) {
-  __shared__ float smem[kCodecThreads / 32];
+  __shared__ float smem[kBlockMaxSmem];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * n;
     float amax = 0.0f;

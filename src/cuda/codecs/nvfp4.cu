@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
     encode_kernel(const float* __restrict__ x, int64_t groups, int64_t group_elems,
                   uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                   float* __restrict__ globals) {
-  __shared__ float smem[kThreads / 32];
+  __shared__ float smem[kBlockMaxSmem];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x)
     encode_group(x + g * group_elems, group_elems, codes + g * group_elems / 2,
                  scales + g * (group_elems / 16), globals + g, smem);
@@ -101,23 +101,6 @@ __device__ __forceinline__ uint2 pack_codes(const uint8_t* c) {
 /// Threads per block of the one-block-per-thread encode: a group's 16-element blocks rounded up
 /// to whole warps, at most this many.
 constexpr int kWideThreads = 1024;
-
-/// Max of v >= 0 over a block of blockDim.x threads (whole warps, all calling); every thread gets
-/// it. `smem` holds 33 floats; callers alternate two such buffers between consecutive calls
-/// (a buffer is rewritten only after every thread has passed the next call's first barrier).
-__device__ __forceinline__ float wide_block_max(float v, float* smem) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? smem[lane] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    if (lane == 0) smem[32] = v;
-  }
-  __syncthreads();
-  return smem[32];
-}
 
 /// Encodes group g of x with one 16-element block per thread (blockDim.x >= nblocks, whole
 /// warps): 16 values in registers, the group amax over the block, then the block's codes from
@@ -139,7 +122,7 @@ __device__ __forceinline__ void encode_group_per_thread(const T* __restrict__ x,
 #pragma unroll
     for (int k = 0; k < 16; ++k) amax = codec::amax_step(amax, v[k]);
   }
-  const float s2 = codec::nvfp4_global_scale(wide_block_max(amax, red));
+  const float s2 = codec::nvfp4_global_scale(block_max(amax, red));
   if (threadIdx.x == 0) globals[g] = s2;
   if (b < nblocks) {
     uint8_t c[8];
@@ -158,7 +141,7 @@ __global__ void __launch_bounds__(kWideThreads, 2)
     encode_flushed_wide_kernel(const T* __restrict__ x, int64_t group_elems, int heads_per_block,
                                FlushedRows rows, uint8_t* __restrict__ codes,
                                uint8_t* __restrict__ scales, float* __restrict__ globals) {
-  __shared__ float smem[2][33];
+  __shared__ float smem[2][kBlockMaxSmem];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
   const int h0 = static_cast<int>(blockIdx.x) * heads_per_block;
@@ -177,7 +160,7 @@ __global__ void __launch_bounds__(kWideThreads, 2)
                                uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                                float* __restrict__ globals) {
   extern __shared__ int32_t list[];  // [batch]
-  __shared__ float red[2][33];
+  __shared__ float red[2][kBlockMaxSmem];
   __shared__ int32_t counts[32];
   const int32_t n = list_flush_rows(rows, list, counts);
   const int64_t items = static_cast<int64_t>(n) * rows.heads;
@@ -196,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
     encode_flushed_kernel(const T* __restrict__ x, int64_t group_elems, FlushedRows rows,
                           uint8_t* __restrict__ codes, uint8_t* __restrict__ scales,
                           float* __restrict__ globals) {
-  __shared__ float smem[kThreads / 32];
+  __shared__ float smem[kBlockMaxSmem];
   const int32_t slot = rows.slot_ids[blockIdx.y];
   if (slot < 0 || slot >= rows.slots || rows.is_flush[slot] == 0) return;
   const int64_t g = static_cast<int64_t>(slot) * rows.heads + blockIdx.x;
