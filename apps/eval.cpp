@@ -4,6 +4,7 @@
 // position bucket (engine/include/replayssm/engine/eval.h), as a table and as JSON.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +40,7 @@ struct EvalArgs {
   int64_t tokens = 0;
   int64_t windows = 1;
   int ring = 16;
+  bool ring_given = false;  ///< -L was on the command line (not its default)
 };
 
 /// The engine's spelling of a state mode: "fp32/fp32" is the engine's "fp32"; others as given.
@@ -60,13 +62,14 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 }
 
 /// A split state mode on the ReplaySSM path first reads its read copy on the step after the
-/// first flush (step L - 1 at the latest): windows of L + 1 tokens or fewer never read it. With
-/// the ring length given (L >= 2), ConfigError naming --windows and the counts that work for the
-/// text's N tokens, or --tokens and the L that works where no window can be long enough; L = 1
-/// and the dispatcher's L are left to the engine's message.
+/// first flush (step L - 1 at the latest): windows of L + 1 tokens or fewer never read it, and
+/// at L = 1 (a flush every step) no window does. With the ring length given (L >= 1),
+/// ConfigError before any model is loaded: at L = 1 naming -L; else naming --windows and the
+/// counts that work for the text's N tokens, or --tokens and the L that works where no window
+/// can be long enough. The dispatcher's L (-L 0) is left to the engine's message.
 void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t N) {
   const std::string& s = c.options.state;
-  if (c.options.ssm != engine::SsmMode::kReplay || a.ring < 2 || s == "fp32" || s == "bf16" ||
+  if (c.options.ssm != engine::SsmMode::kReplay || a.ring < 1 || s == "fp32" || s == "bf16" ||
       s == "fp16")
     return;
   StateMode mode;
@@ -75,8 +78,11 @@ void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t
   } catch (const Error&) {
     return;  // an unknown mode: the engine names it with the valid ones
   }
+  if (!mode.is_split()) return;
+  check<ConfigError>(a.ring >= 2, "-L 1: '", c.label, "' is a split state mode, and at L = 1 "
+                     "(a flush every step) it never reads its read copy: use -L 2 or more");
   const int64_t window = N / a.windows, most = N / (a.ring + 2);
-  if (!mode.is_split() || window - 1 > a.ring) return;
+  if (window - 1 > a.ring) return;
   const std::string why = fmt::format(
       " tokens are too short for '{}' at L = {} (its read copy is first read after the first "
       "flush, at step L - 1): ", c.label, a.ring);
@@ -140,6 +146,15 @@ int run_eval(const EvalArgs& args) {
     check_split_windows(c, a, N);
     cands.push_back(c);
   }
+  // -L is the ring length of ReplaySSM decoding: a run with no replay in it would drop it silently.
+  const bool any_replay =
+      ref.options.ssm == engine::SsmMode::kReplay ||
+      std::any_of(cands.begin(), cands.end(),
+                  [](const engine::EvalConfig& c) { return c.options.ssm == engine::SsmMode::kReplay; });
+  check<ConfigError>(!a.ring_given || any_replay, "-L ", a.ring, ": the ring length of ReplaySSM "
+                     "decoding, but every mode here and the reference decode without a ring (--ssm ",
+                     a.ssm, ", --reference ", a.reference, "): drop -L, or --ssm replay / "
+                     "--reference replay");
   engine::EvalOptions eo;
   eo.windows = a.windows;
   eo.bucket_edges = a.buckets;
@@ -215,9 +230,9 @@ void add_eval(CLI::App& app, Action& action) {
                   "modes' L: on CUDA this leaves out the engine's own replay-vs-conventional "
                   "difference, which its bf16 activations make ~1e-6..1e-5 in KL)")
       ->check(CLI::IsMember({"conventional", "replay"}));
-  sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's "
-                                        "choice)")
-      ->check(in_range(0, 64));
+  auto* ring = sub->add_option("-L,--ring", a->ring, "ReplaySSM ring length L (1..64; 0 = the "
+                                                   "dispatcher's choice)")
+                   ->check(in_range(0, 64));
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   sub->add_option("--json", a->json_out,
@@ -245,7 +260,10 @@ void add_eval(CLI::App& app, Action& action) {
           "positive"));
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
-  sub->callback([&action, a] { action = [a] { return run_eval(*a); }; });
+  sub->callback([&action, a, ring] {
+    a->ring_given = ring->count() > 0;
+    action = [a] { return run_eval(*a); };
+  });
 }
 
 }  // namespace replayssm::cli

@@ -37,6 +37,7 @@ struct GenerateOptions {
   int top_k = 0;
   uint64_t seed = 0;
   bool compare = false, quiet = false;
+  bool ring_given = false;  ///< -L was on the command line (not its default)
   int speculate = 0;                          ///< T (1..8); 0: no speculative decoding
   std::string drafter = "ngram", spec_mode = "replay";
 };
@@ -209,6 +210,17 @@ int generate(const GenerateOptions& o) {
                        "as --spec-mode says (replay or snapshot)");
     mode = opt.spec_mode == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
   }
+  // -L is the ring length of ReplaySSM decoding: a run with no replay in it would drop it silently.
+  if (o.ring_given && mode != engine::SsmMode::kReplay && !opt.compare)
+    throw ConfigError(fmt::format(
+        "-L {}: the ring length of ReplaySSM decoding, but the SSM layers decode without a ring "
+        "here ({}): drop -L, or {}",
+        o.ring,
+        opt.speculate > 0            ? "--spec-mode snapshot"
+        : o.ssm == "conventional"    ? "--ssm conventional"
+                                     : "'" + opt.state + "' decodes conventionally",
+        opt.speculate > 0 ? std::string("--spec-mode replay")
+                          : fmt::format("add --compare to run ReplaySSM at L {} beside it", o.ring)));
 
   Run main_run;
   try {
@@ -397,8 +409,9 @@ void add_generate(CLI::App& app, Action& action) {
   sub->add_option("--ssm", o->ssm, "SSM decoding: conventional, replay or auto (default: "
                                    "conventional for shared-* state modes, else replay)")
       ->check(CLI::IsMember({"auto", "conventional", "replay"}));
-  sub->add_option("-L,--ring", o->ring, "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
-      ->check(in_range(0, 64));
+  auto* ring = sub->add_option("-L,--ring", o->ring,
+                                "ReplaySSM ring length L (1..64; 0 = the dispatcher's choice)")
+                   ->check(in_range(0, 64));
   sub->add_option("--state", o->state, "SSM state mode: fp32 (default), a split mode "
                                        "recurrence/read (fp32/bf16, fp32/nvfp4, fp16sr/nvfp4, "
                                        "...: replay), shared-fp16|bf16|fp8|nvfp4 (conventional); "
@@ -431,7 +444,10 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"replay", "snapshot"}))
       ->needs(spec);
   sub->add_flag("-q,--quiet", o->quiet, "print only the report lines");
-  sub->callback([&action, o] { action = [o] { return generate(*o); }; });
+  sub->callback([&action, o, ring] {
+    o->ring_given = ring->count() > 0;
+    action = [o] { return generate(*o); };
+  });
 }
 
 }  // namespace replayssm::cli
