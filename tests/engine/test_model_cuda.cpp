@@ -97,6 +97,16 @@ const std::string& tiny_dir(const std::string& name) {
     qe.moe.E = 8;
     qe.moe.top_k = 2;
     testing::write_tiny_qwen3_next((p / "qwen3_next_moe").string(), 25, "F32", qe);
+    // Widths that take the engine kernels' one-value paths (engine/src/cuda/conv.cu, norm.cu,
+    // elementwise.cu): 3 conv taps, hidden 66 and intermediate 130 (not multiples of 4), and a
+    // projection row of 2 * 80 + 2 * 64 + 5 = 293 floats (the gated norm's z stride).
+    testing::NemotronDims no = nd;
+    no.conv_k = 3;
+    no.H = 66;
+    no.I = 130;
+    no.nh = 5;
+    no.G = 1;
+    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 26, "M*M-M", "F32", no);
     testing::write_tiny_nemotron_h((p / "nemotron_h_cpu_dims").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next_cpu_dims").string(), 12);
     return p.string();
@@ -573,7 +583,8 @@ TEST_P(EngineCuda, StepGreedyIsTheArgmaxOfStep) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, EngineCuda,
                          ::testing::Values("nemotron_h", "qwen3_next", "nemotron_h_moe",
-                                           "nemotron_h_latent_moe", "qwen3_next_moe"));
+                                           "nemotron_h_latent_moe", "qwen3_next_moe",
+                                           "nemotron_h_odd"));
 
 }  // namespace
 }  // namespace replayssm::engine

@@ -131,6 +131,7 @@ inline void shape_moe_router(TinyWriter& w, const std::string& embed, const std:
 /// are fixed); the CUDA tests take d_state 64 (the CUDA kernels run 64 or 128).
 struct NemotronDims {
   int64_t V = 256, H = 64, nh = 4, P = 16, N = 16, G = 2, I = 128, ah = 4, kvh = 2, hd = 16;
+  int64_t conv_k = 4;  ///< conv1d taps (every published model: 4)
   MoeDims moe;  ///< the 'E' blocks' sizes (pattern letter E; with moe.E > 0)
 };
 
@@ -148,7 +149,7 @@ inline void write_tiny_nemotron_h(const std::string& dir, uint64_t seed,
                       {"vocab_size", V}, {"hidden_size", H}, {"num_hidden_layers", pattern.size()},
                       {"hybrid_override_pattern", pattern}, {"mamba_num_heads", nh},
                       {"mamba_head_dim", P}, {"ssm_state_size", N}, {"n_groups", G},
-                      {"conv_kernel", 4}, {"use_conv_bias", true}, {"mamba_proj_bias", false},
+                      {"conv_kernel", d.conv_k}, {"use_conv_bias", true}, {"mamba_proj_bias", false},
                       {"mamba_hidden_act", "silu"}, {"mlp_hidden_act", "relu2"},
                       {"num_attention_heads", ah}, {"num_key_value_heads", kvh}, {"head_dim", hd},
                       {"attention_bias", false}, {"intermediate_size", I}, {"mlp_bias", false},
@@ -176,7 +177,7 @@ inline void write_tiny_nemotron_h(const std::string& dir, uint64_t seed,
     const std::string m = p + "mixer.";
     if (pattern[i] == 'M') {
       w.linear(m + "in_proj", 2 * di + 2 * G * N + nh, H);
-      w.normal(m + "conv1d.weight", {cd, 1, 4}, 0.5);
+      w.normal(m + "conv1d.weight", {cd, 1, d.conv_k}, 0.5);
       w.normal(m + "conv1d.bias", {cd}, 0.1);
       w.uniform(m + "dt_bias", {nh}, -4.5, -2.5);    // softplus -> dt ~ 0.01 .. 0.08
       w.uniform(m + "A_log", {nh}, 0.0, 2.7);        // A in [-15, -1]

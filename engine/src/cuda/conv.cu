@@ -1,6 +1,11 @@
 // Causal depthwise conv1d decode step + SiLU with a per-slot rolling state, and the column copies
 // that ride along in the same launch (kernels.h ConvStep), over the T tokens of a verify step;
-// the rollback of a verify step's rejected tokens. One thread per (row, channel).
+// the rollback of a verify step's rejected tokens. One thread per (row, channel): grid (channel
+// blocks, rows), so no thread divides by the row width; a 4-tap window (every published model)
+// moves as one 16-byte load and store, as do its weights.
+#include <algorithm>
+#include <cstdint>
+
 #include "cuda/kernels.h"
 #include "cuda/launch_check.h"
 #include "cuda/reduce.cuh"
@@ -9,15 +14,41 @@ namespace replayssm::engine::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
 constexpr int kMaxTaps = 8;
 
 __device__ __forceinline__ float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 
-__global__ void conv_step_kernel(ConvStep p, int64_t B) {
+/// Loads (or stores) the k-tap window or weights at p: one float4 when K4 (k = 4, 16-byte aligned).
+template <bool K4>
+__device__ __forceinline__ void load_taps(const float* p, int k, float* s) {
+  if constexpr (K4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    s[0] = v.x, s[1] = v.y, s[2] = v.z, s[3] = v.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxTaps; ++j)
+      if (j < k) s[j] = p[j];
+  }
+}
+template <bool K4>
+__device__ __forceinline__ void store_taps(float* p, int k, const float* s) {
+  if constexpr (K4) {
+    *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxTaps; ++j)
+      if (j < k) p[j] = s[j];
+  }
+}
+
+/// grid (ceil((C + pass_n) / kThreads), rows from b0).
+template <bool K4>
+__global__ void conv_step_kernel(ConvStep p, int64_t b0) {
   const int64_t width = p.C + p.pass_n;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= B * width) return;
-  const int64_t b = idx / width, c = idx % width;
+  const int64_t b = b0 + blockIdx.y;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= width) return;
   const int32_t slot = p.slots[b];
   const bool real = slot >= 0 && slot < p.num_slots;
   const int fed = !real ? 0 : p.ntok ? p.ntok[b] : p.T;
@@ -44,17 +75,13 @@ __global__ void conv_step_kernel(ConvStep p, int64_t B) {
   while (r_out < 2 && c >= p.out_begin[r_out + 1]) ++r_out;
   const int64_t len = p.out_begin[r_out + 1] - p.out_begin[r_out];
   float* out = p.out[r_out] + (c - p.out_begin[r_out]);
-  float* st = real ? p.state + (static_cast<int64_t>(slot) * p.C + c) * p.k : nullptr;
-  const float* w = p.w + c * p.k;
-  float s[kMaxTaps];  // the window, oldest first; s[k - 1] is the newest input
-#pragma unroll
-  for (int j = 0; j < kMaxTaps; ++j) s[j] = j < p.k && real ? st[j] : 0.0f;
-  if (p.saved && real) {
-    float* sv = p.saved + (b * p.C + c) * p.k;
-#pragma unroll
-    for (int j = 0; j < kMaxTaps; ++j)
-      if (j < p.k) sv[j] = s[j];
-  }
+  const int k = K4 ? 4 : p.k;
+  float* st = real ? p.state + (static_cast<int64_t>(slot) * p.C + c) * k : nullptr;
+  float w[kMaxTaps];
+  load_taps<K4>(p.w + c * k, k, w);
+  float s[kMaxTaps] = {};  // the window, oldest first; s[k - 1] is the newest input (pad rows: 0)
+  if (real) load_taps<K4>(st, k, s);
+  if (p.saved && real) store_taps<K4>(p.saved + (b * p.C + c) * k, k, s);
   for (int t = 0; t < p.T; ++t) {
     const int64_t r = b * p.T + t;
     if (t >= fed) {
@@ -66,17 +93,13 @@ __global__ void conv_step_kernel(ConvStep p, int64_t B) {
     float acc = p.bias ? p.bias[c] : 0.0f;
 #pragma unroll
     for (int j = 0; j < kMaxTaps; ++j) {
-      if (j >= p.k) break;
-      s[j] = j + 1 < p.k ? s[j + 1] : x;
+      if (j >= k) break;
+      s[j] = j + 1 < k ? s[j + 1] : x;
       acc += s[j] * w[j];
     }
     out[r * len] = silu(acc);
   }
-  if (fed > 0) {
-#pragma unroll
-    for (int j = 0; j < kMaxTaps; ++j)
-      if (j < p.k) st[j] = s[j];
-  }
+  if (fed > 0) store_taps<K4>(st, k, s);
 }
 
 __global__ void conv_rollback_kernel(ConvRollback p, int64_t B) {
@@ -99,9 +122,19 @@ __global__ void conv_rollback_kernel(ConvRollback p, int64_t B) {
 }  // namespace
 
 void conv_step(const ConvStep& p, int64_t B, cudaStream_t s) {
-  const int64_t n = B * (p.C + p.pass_n);
-  if (n == 0) return;
-  conv_step_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(p, B);
+  const int64_t width = p.C + p.pass_n;
+  if (B * width == 0) return;
+  // The 16-byte window path: 4 taps and 16-byte aligned state, weights and saved windows.
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool k4 = p.k == 4 && aligned(p.state) && aligned(p.w) && (!p.saved || aligned(p.saved));
+  for (int64_t b0 = 0; b0 < B; b0 += kMaxGridY) {  // rows in grid.y, at most 65535 a launch
+    const dim3 grid(static_cast<unsigned>((width + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(std::min(B - b0, kMaxGridY)));
+    if (k4)
+      conv_step_kernel<true><<<grid, kThreads, 0, s>>>(p, b0);
+    else
+      conv_step_kernel<false><<<grid, kThreads, 0, s>>>(p, b0);
+  }
   check_launch("engine conv_step");
 }
 

@@ -1,6 +1,7 @@
 // Element-wise kernels of the CUDA engine (kernels.h): embedding gather, MLP activations, bias
 // add, per-slot position counters and slot-row zeroing.
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda/kernels.h"
 #include "cuda/launch_check.h"
@@ -10,6 +11,7 @@ namespace replayssm::engine::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
@@ -22,20 +24,37 @@ __global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __re
   out[b * H + i] = t >= 0 && t < V ? __bfloat162float(table[t * H + i]) : 0.0f;
 }
 
-__global__ void mlp_activation_kernel(const float* __restrict__ in, int64_t B, int64_t I,
-                                      bool gated, bf16* __restrict__ out) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= B * I) return;
-  const int64_t b = idx / I, i = idx % I;
-  float v;
-  if (gated) {
-    const float* row = in + b * 2 * I;
-    v = silu(row[i]) * row[I + i];
+/// grid (ceil(I / (VEC * kThreads)), rows from b0): VEC consecutive outputs of row b per thread (VEC = 4:
+/// 16-byte loads and an 8-byte store; I % 4 == 0 and 16-byte aligned rows).
+template <int VEC>
+__global__ void mlp_activation_kernel(const float* __restrict__ in, int64_t I, bool gated,
+                                      bf16* __restrict__ out, int64_t b0) {
+  const int64_t b = b0 + blockIdx.y;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+  if (i >= I) return;
+  float u[VEC], g[VEC], v[VEC];
+  const float* row = in + b * (gated ? 2 * I : I) + i;
+  if constexpr (VEC == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(row);
+    u[0] = a.x, u[1] = a.y, u[2] = a.z, u[3] = a.w;
+    if (gated) {
+      const float4 c = *reinterpret_cast<const float4*>(row + I);
+      g[0] = c.x, g[1] = c.y, g[2] = c.z, g[3] = c.w;
+    }
   } else {
-    const float u = in[idx];
-    v = u > 0.0f ? u * u : 0.0f;
+    u[0] = row[0];
+    if (gated) g[0] = row[I];
   }
-  out[idx] = __float2bfloat16_rn(v);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    v[e] = gated ? silu(u[e]) * g[e] : (u[e] > 0.0f ? u[e] * u[e] : 0.0f);
+  bf16* o = out + b * I + i;
+  if constexpr (VEC == 4) {
+    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
+    *reinterpret_cast<uint2*>(o) = *reinterpret_cast<const uint2*>(h);
+  } else {
+    o[0] = __float2bfloat16_rn(v[0]);
+  }
 }
 
 __global__ void add_bias_kernel(float* y, int64_t ldy, const float* __restrict__ bias, int64_t B,
@@ -77,7 +96,17 @@ void embed(const bf16* table, const int32_t* tokens, int64_t B, int64_t H, int64
 void mlp_activation(const float* in, int64_t B, int64_t I, bool gated, bf16* out,
                     cudaStream_t s) {
   if (B * I == 0) return;
-  mlp_activation_kernel<<<blocks_for(B * I), kThreads, 0, s>>>(in, B, I, gated, out);
+  const bool vec4 = I % 4 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  for (int64_t b0 = 0; b0 < B; b0 += kMaxGridY) {  // rows in grid.y, at most 65535 a launch
+    const unsigned rows = static_cast<unsigned>(std::min(B - b0, kMaxGridY));
+    if (vec4)
+      mlp_activation_kernel<4><<<dim3(blocks_for(I / 4), rows), kThreads, 0, s>>>(in, I, gated,
+                                                                                 out, b0);
+    else
+      mlp_activation_kernel<1><<<dim3(blocks_for(I), rows), kThreads, 0, s>>>(in, I, gated, out,
+                                                                              b0);
+  }
   check_launch("engine mlp_activation");
 }
 
