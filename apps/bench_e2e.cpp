@@ -30,6 +30,7 @@
 #include "replayssm/engine/published.h"
 #include "replayssm/errors.h"
 #include "run_info.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -301,6 +302,7 @@ void add_bench(CLI::App& app, Action& action) {
       ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
+  add_threads_option(*sub);
   sub->callback([&action, a] { action = [a] { return run_e2e(*a); }; });
   add_bench_spec(*bench, action);
 }

@@ -29,6 +29,7 @@
 #include "replayssm/errors.h"
 #include "run_info.h"
 #include "spec_served.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -426,6 +427,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
                   "are created)")
       ->check(non_empty());
   sub->add_option("--commit", a->commit, "commit recorded in the JSON");
+  add_threads_option(*sub);
   sub->callback([&action, a, sub] {
     for (const char* o : {"--alpha", "--context", "--steps"})
       if (sub->count(o) > 0) a->trace_only_given.emplace_back(o);

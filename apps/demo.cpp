@@ -18,6 +18,7 @@
 #include "demo_stacks.h"
 #include "progress.h"
 #include "replayssm/errors.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -127,6 +128,7 @@ void add_demo(CLI::App& app, Action& action) {
   // --device as every other command names it; --backend kept for existing scripts.
   sub->add_option("--device,--backend", o.backend, "cpu, cuda or auto (the demo runs on the CPU)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_threads_option(*sub);
   sub->callback([&action] { action = [] { return run_demo(o); }; });
 }
 

@@ -28,6 +28,7 @@
 #include "replayssm/engine/tokenizer.h"
 #include "replayssm/errors.h"
 #include "replayssm/precision.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -260,6 +261,7 @@ void add_eval(CLI::App& app, Action& action) {
           "positive"));
   sub->add_option("--commit", a->commit, "commit recorded in the JSON (default: git rev-parse "
                                          "HEAD in the working directory)");
+  add_threads_option(*sub);
   sub->callback([&action, a, ring] {
     a->ring_given = ring->count() > 0;
     action = [a] { return run_eval(*a); };

@@ -25,6 +25,7 @@
 #include "replayssm/engine/tokenizer.h"
 #include "replayssm/errors.h"
 #include "replayssm/precision.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -444,6 +445,7 @@ void add_generate(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"replay", "snapshot"}))
       ->needs(spec);
   sub->add_flag("-q,--quiet", o->quiet, "print only the report lines");
+  add_threads_option(*sub);
   sub->callback([&action, o, ring] {
     o->ring_given = ring->count() > 0;
     action = [o] { return generate(*o); };

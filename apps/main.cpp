@@ -8,6 +8,7 @@
 #include "cli_words.h"
 #include "commands.h"
 #include "runtime_env.h"
+#include "threads.h"
 #include "replayssm/errors.h"
 #include "version.h"
 
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    replayssm::cli::apply_threads();
     const int rc = action();
     // Output that could not be written (a full disk, a closed pipe) is an error, not a success.
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

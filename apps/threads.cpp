@@ -1,0 +1,29 @@
+#include "threads.h"
+
+#include <omp.h>
+
+#include "cli_checks.h"
+
+// OpenBLAS's own thread count; absent (null) when the BLAS linked is not OpenBLAS.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace replayssm::cli {
+namespace {
+int g_threads = 0;  // 0: not given
+}  // namespace
+
+void add_threads_option(CLI::App& sub) {
+  sub.add_option("--threads", g_threads,
+                 "CPU threads (OpenMP and OpenBLAS; default: one per core). Fewer than the cores "
+                 "decode faster where other work holds some of them")
+      ->check(in_range(1, 1024))
+      ->default_str("cores");
+}
+
+void apply_threads() {
+  if (g_threads <= 0) return;
+  omp_set_num_threads(g_threads);
+  if (openblas_set_num_threads) openblas_set_num_threads(g_threads);
+}
+
+}  // namespace replayssm::cli
