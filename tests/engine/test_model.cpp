@@ -28,14 +28,8 @@ const std::string& tiny_dir(const std::string& arch) {
     const fs::path p = fs::temp_directory_path() / ("rssm_engine_" + std::to_string(::getpid()));
     testing::write_tiny_nemotron_h((p / "nemotron_h").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next").string(), 12);
-    // 3 conv taps and widths that are not multiples of 4 (hidden 66, intermediate 130, 5 heads).
-    testing::NemotronDims no;
-    no.conv_k = 3;
-    no.H = 66;
-    no.I = 130;
-    no.nh = 5;
-    no.G = 1;
-    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 13, "M*M-M", "F32", no);
+    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 13, "M*M-M", "F32",
+                                   testing::odd_widths({}));
     return p.string();
   }();
   static std::map<std::string, std::string> dirs;

@@ -97,16 +97,9 @@ const std::string& tiny_dir(const std::string& name) {
     qe.moe.E = 8;
     qe.moe.top_k = 2;
     testing::write_tiny_qwen3_next((p / "qwen3_next_moe").string(), 25, "F32", qe);
-    // Widths that take the engine kernels' one-value paths (engine/src/cuda/conv.cu, norm.cu,
-    // elementwise.cu): 3 conv taps, hidden 66 and intermediate 130 (not multiples of 4), and a
-    // projection row of 2 * 80 + 2 * 64 + 5 = 293 floats (the gated norm's z stride).
-    testing::NemotronDims no = nd;
-    no.conv_k = 3;
-    no.H = 66;
-    no.I = 130;
-    no.nh = 5;
-    no.G = 1;
-    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 26, "M*M-M", "F32", no);
+    // The engine kernels' one-value paths (in_proj row 2 * 80 + 2 * 64 + 5 = 293 floats).
+    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 26, "M*M-M", "F32",
+                                   testing::odd_widths(nd));
     testing::write_tiny_nemotron_h((p / "nemotron_h_cpu_dims").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next_cpu_dims").string(), 12);
     return p.string();

@@ -135,6 +135,18 @@ struct NemotronDims {
   MoeDims moe;  ///< the 'E' blocks' sizes (pattern letter E; with moe.E > 0)
 };
 
+/// `d` with widths that take the engine kernels' one-value paths (engine/src/cuda conv.cu,
+/// norm.cu, elementwise.cu): 3 conv taps, hidden 66 and intermediate 130 (not multiples of 4),
+/// 5 heads in one group (an in_proj row of 2 * 5P + 2N + 5 floats: the gated norm's z stride).
+inline NemotronDims odd_widths(NemotronDims d) {
+  d.conv_k = 3;
+  d.H = 66;
+  d.I = 130;
+  d.nh = 5;
+  d.G = 1;
+  return d;
+}
+
 /// Nemotron-H (NemotronHForCausalLM layout, "backbone." prefix): pattern of M / * / - / E blocks.
 /// An E block (MoE: gate.weight, gate.e_score_correction_bias, experts.{e}.up_proj/down_proj,
 /// shared_experts.*, LatentMoE fc1/fc2_latent_proj) must be layer 0, whose router is shaped by
