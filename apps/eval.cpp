@@ -64,7 +64,8 @@ std::vector<int32_t> read_text(const EvalArgs& a, int64_t& file_bytes) {
 
 /// A split state mode on the ReplaySSM path first reads its read copy on the step after the
 /// first flush (step L - 1 at the latest): windows of L + 1 tokens or fewer never read it, and
-/// at L = 1 (a flush every step) no window does. With the ring length given (L >= 1),
+/// at L = 1 (a flush every step) no window does (fp16sr/fp16sr, which has no copy, reads its
+/// rounded checkpoint the same way, and is measurable at L = 1). With the ring length given (L >= 1),
 /// ConfigError before any model is loaded: at L = 1 naming -L; else naming --windows and the
 /// counts that work for the text's N tokens, or --tokens and the L that works where no window
 /// can be long enough. The dispatcher's L (-L 0) is left to the engine's message.
@@ -80,8 +81,10 @@ void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t
     return;  // an unknown mode: the engine names it with the valid ones
   }
   if (!mode.is_split()) return;
-  check<ConfigError>(a.ring >= 2, "-L 1: '", c.label, "' is a split state mode, and at L = 1 "
-                     "(a flush every step) it never reads its read copy: use -L 2 or more");
+  // fp16sr/fp16sr has no copy: its steps read the rounded checkpoint, measurable at L = 1 too.
+  check<ConfigError>(a.ring >= 2 || !mode.has_read_copy(), "-L 1: '", c.label, "' is a split "
+                     "state mode, and at L = 1 (a flush every step) it never reads its read copy: "
+                     "use -L 2 or more");
   const int64_t window = N / a.windows, most = N / (a.ring + 2);
   if (window - 1 > a.ring) return;
   const std::string why = fmt::format(
@@ -154,8 +157,8 @@ int run_eval(const EvalArgs& args) {
                   [](const engine::EvalConfig& c) { return c.options.ssm == engine::SsmMode::kReplay; });
   check<ConfigError>(!a.ring_given || any_replay, "-L ", a.ring, ": the ring length of ReplaySSM "
                      "decoding, but every mode here and the reference decode without a ring (--ssm ",
-                     a.ssm, ", --reference ", a.reference, "): drop -L, or --ssm replay / "
-                     "--reference replay");
+                     a.ssm, ", --reference ", a.reference, "): drop -L, or add a replayed --state "
+                     "mode or --reference replay");
   engine::EvalOptions eo;
   eo.windows = a.windows;
   eo.bucket_edges = a.buckets;

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <thread>
 
 #include "cli_words.h"
 #include "cuda/device.h"
@@ -123,7 +123,7 @@ json eval_json(const EvalRunInfo& info, const EvalResult& r) {
   j["device"] = info.device;
   j["gpu"] = info.device == "cuda" ? json(cuda::device_summary()) : json(nullptr);
   j["cpu"] = cpu_name();
-  j["cpu_threads"] = std::thread::hardware_concurrency();
+  j["cpu_threads"] = omp_get_max_threads();  // the CPU team (--threads, else one per core)
   j["model"] = model;
   j["text"] = info.text;
   j["text_tokens"] = info.text_tokens;

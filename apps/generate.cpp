@@ -221,7 +221,10 @@ int generate(const GenerateOptions& o) {
         : o.ssm == "conventional"    ? "--ssm conventional"
                                      : "'" + opt.state + "' decodes conventionally",
         opt.speculate > 0 ? std::string("--spec-mode replay")
-                          : fmt::format("add --compare to run ReplaySSM at L {} beside it", o.ring)));
+                          : o.ring == 0 ? std::string("add --compare to run ReplaySSM at the "
+                                                      "dispatcher's L beside it")
+                                        : fmt::format("add --compare to run ReplaySSM at L {} "
+                                                      "beside it", o.ring)));
 
   Run main_run;
   try {

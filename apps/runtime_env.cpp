@@ -24,6 +24,17 @@ std::string openblas_core() {
   return "";
 }
 
+/// The value given to --threads (--threads N or --threads=N), or "" when none is; CLI11 checks
+/// it again after the restart (a bad value gets its message there).
+std::string threads_arg(char** argv) {
+  for (int i = 1; argv[i]; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && argv[i + 1]) return argv[i + 1];
+    if (a.rfind("--threads=", 0) == 0) return a.substr(10);
+  }
+  return "";
+}
+
 }  // namespace
 
 void apply_runtime_env(char** argv) {
@@ -40,6 +51,14 @@ void apply_runtime_env(char** argv) {
       ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
       changed = true;
     }
+  }
+  // --threads N: OpenBLAS sizes its pool from the environment when the library loads (a BLAS
+  // that is not OpenBLAS ignores it); OpenMP is set again through the API after parsing.
+  const std::string t = threads_arg(argv);
+  if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos && t.size() <= 4) {
+    ::setenv("OPENBLAS_NUM_THREADS", t.c_str(), 1);
+    ::setenv("OMP_NUM_THREADS", t.c_str(), 1);
+    changed = true;
   }
   if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }

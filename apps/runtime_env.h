@@ -9,7 +9,9 @@ namespace replayssm::cli {
 /// OPENBLAS_CORETYPE from the CPU flags (OpenBLAS reads some virtual CPUs as a 2004 Prescott and
 /// runs SSE3 kernels: 4x slower); then the process restarts itself once with them
 /// (RSSM_RUNTIME_ENV marks the restart; set it to anything to opt out). scripts/env.sh does the
-/// same for the test binaries.
+/// same for the test binaries. A --threads N on the command line also sets OPENBLAS_NUM_THREADS
+/// and OMP_NUM_THREADS for the restart: OpenBLAS sizes its pool when it loads, and a BLAS linked
+/// as libblas.so.3 has no openblas_set_num_threads to call later (threads.h).
 void apply_runtime_env(char** argv);
 
 }  // namespace replayssm::cli

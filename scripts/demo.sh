@@ -12,16 +12,14 @@ source "$root/scripts/env.sh"
 model=(--model "$root/models/nemotron-h-tiny")
 prompt=(--prompt "It was a dark and stormy night; the rain fell in torrents, and")
 tokens=(--max-new-tokens 300)
-ring=(--ring 16)
 compare=(--compare)  # decode again conventionally and check the tokens (not with --speculate)
 for a in "$@"; do
   case "$a" in
     --model|--model=*) model=() ;;
     --prompt|--prompt=*|--prompts|--prompts=*|--prompt-ids|--prompt-ids=*) prompt=() ;;
     -n|-n*|--max-new-tokens|--max-new-tokens=*) tokens=() ;;
-    -L|-L*|--ring|--ring=*) ring=() ;;
     -T|-T*|--speculate|--speculate=*) compare=() ;;
   esac
 done
 exec "${RSSM_BUILD_DIR:-$root/build}/apps/replayssm" generate "${model[@]}" "${prompt[@]}" \
-  "${tokens[@]}" "${ring[@]}" "${compare[@]}" "$@"
+  "${tokens[@]}" "${compare[@]}" "$@"

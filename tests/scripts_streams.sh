@@ -38,4 +38,10 @@ for args in "" "-T 4" "-T4" "--speculate 4" "--speculate=4"; do
     *--compare*) echo "demo.sh $args: --compare with speculative decoding: $out"; status=1 ;;
   esac
 done
+# demo.sh adds no ring length of its own: -L where nothing replays is an error (e.g. with
+# --spec-mode snapshot), and generate's default is already 16.
+out=$(PATH="$tmp/bin:$PATH" RSSM_BUILD_DIR="$tmp/build" "$tmp/scripts/demo.sh" -T 4 --spec-mode snapshot 2>/dev/null)
+case "$out" in
+  *--ring*|*" -L"*) echo "demo.sh -T 4 --spec-mode snapshot: passes a ring length: $out"; status=1 ;;
+esac
 exit $status

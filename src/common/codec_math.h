@@ -114,28 +114,17 @@ RSSM_CODEC_FN float e4m3_decode(uint8_t c) {
 
 /// E2M1 nibble of v: round to nearest even (midpoints 0.25->0, 0.75->1, 1.25->1, 1.75->2,
 /// 2.5->2, 3.5->4, 5->4), saturating to +-6 (Inf too); NaN -> 0x7 (+6, as CUDA's cuda_fp4.h).
+/// The code is the number of thresholds |v| passes (each a midpoint, the ties going to the even
+/// code: '>' where the lower code is even, '>=' where the upper is): no branch, so CPU loops over
+/// it vectorise (a compare chain mispredicted on random data).
 RSSM_CODEC_FN uint8_t e2m1_encode(float v) {
-  if (is_nan(v)) return 0x7u;
   const uint32_t sign = (f32_bits(v) >> 28) & 0x8u;
   const float a = abs_bits(v);
-  uint32_t c;
-  if (a <= 0.25f)
-    c = 0;
-  else if (a < 0.75f)
-    c = 1;
-  else if (a <= 1.25f)
-    c = 2;
-  else if (a < 1.75f)
-    c = 3;
-  else if (a <= 2.5f)
-    c = 4;
-  else if (a < 3.5f)
-    c = 5;
-  else if (a <= 5.0f)
-    c = 6;
-  else
-    c = 7;
-  return static_cast<uint8_t>(sign | c);
+  const uint32_t c = static_cast<uint32_t>(a > 0.25f) + static_cast<uint32_t>(a >= 0.75f) +
+                     static_cast<uint32_t>(a > 1.25f) + static_cast<uint32_t>(a >= 1.75f) +
+                     static_cast<uint32_t>(a > 2.5f) + static_cast<uint32_t>(a >= 3.5f) +
+                     static_cast<uint32_t>(a > 5.0f);
+  return is_nan(v) ? uint8_t{0x7u} : static_cast<uint8_t>(sign | c);
 }
 
 /// Value of the low nibble of c.

@@ -29,7 +29,9 @@ const std::string& tiny_dir(const std::string& arch) {
     testing::write_tiny_nemotron_h((p / "nemotron_h").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next").string(), 12);
     testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 13, "M*M-M", "F32",
-                                   testing::odd_widths({}));
+                                   testing::odd_widths(testing::NemotronDims{}));
+    testing::write_tiny_qwen3_next((p / "qwen3_next_odd").string(), 14, "F32",
+                                   testing::odd_widths(testing::QwenDims{}));
     return p.string();
   }();
   static std::map<std::string, std::string> dirs;
@@ -214,7 +216,8 @@ TEST(EngineSampling, GreedyTokenRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, EngineModel,
-                         ::testing::Values("nemotron_h", "qwen3_next", "nemotron_h_odd"));
+                         ::testing::Values("nemotron_h", "qwen3_next", "nemotron_h_odd",
+                                           "qwen3_next_odd"));
 
 TEST(EngineLoad, BadOptionsAndMissingTensorsAreNamed) {
   ModelOptions o;

@@ -100,6 +100,13 @@ const std::string& tiny_dir(const std::string& name) {
     // The engine kernels' one-value paths (in_proj row 2 * 80 + 2 * 64 + 5 = 293 floats).
     testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 26, "M*M-M", "F32",
                                    testing::odd_widths(nd));
+    testing::write_tiny_qwen3_next((p / "qwen3_next_odd").string(), 27, "F32",
+                                   testing::odd_widths(qd));
+    // Rows of more than 1024 floats: the 4-wide norm and activation loops run a second pass.
+    testing::QwenDims qw = qd;
+    qw.H = 1032;
+    qw.I = 1028;
+    testing::write_tiny_qwen3_next((p / "qwen3_next_wide").string(), 28, "F32", qw);
     testing::write_tiny_nemotron_h((p / "nemotron_h_cpu_dims").string(), 11);
     testing::write_tiny_qwen3_next((p / "qwen3_next_cpu_dims").string(), 12);
     return p.string();
@@ -577,7 +584,8 @@ TEST_P(EngineCuda, StepGreedyIsTheArgmaxOfStep) {
 INSTANTIATE_TEST_SUITE_P(Tiny, EngineCuda,
                          ::testing::Values("nemotron_h", "qwen3_next", "nemotron_h_moe",
                                            "nemotron_h_latent_moe", "qwen3_next_moe",
-                                           "nemotron_h_odd"));
+                                           "nemotron_h_odd", "qwen3_next_odd",
+                                           "qwen3_next_wide"));
 
 }  // namespace
 }  // namespace replayssm::engine

@@ -61,6 +61,9 @@ const std::string& tiny_dir(const std::string& name) {
     qd.dv = 32;
     qd.hd = 64;
     testing::write_tiny_qwen3_next((p / "qwen3_next").string(), 32, "F32", qd);
+    // 3 conv taps (the conv step's and rollback's one-value paths over a verify step's tokens).
+    testing::write_tiny_nemotron_h((p / "nemotron_h_odd").string(), 33, "M*M-M", "F32",
+                                   testing::odd_widths(nd));
     return p.string();
   }();
   static std::map<std::string, std::string> dirs;
@@ -301,7 +304,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, SpecCuda,
                          ::testing::Values(Case{"nemotron_h", SsmMode::kReplay},
                                            Case{"nemotron_h", SsmMode::kConventional},
                                            Case{"qwen3_next", SsmMode::kReplay},
-                                           Case{"qwen3_next", SsmMode::kConventional}),
+                                           Case{"qwen3_next", SsmMode::kConventional},
+                                           Case{"nemotron_h_odd", SsmMode::kReplay}),
                          case_name);
 
 // A verify step's token rows (max_slots x spec_T) are a kernel grid dimension: refused at load.

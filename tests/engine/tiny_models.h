@@ -237,6 +237,7 @@ inline void write_tiny_nemotron_h(const std::string& dir, uint64_t seed,
 /// are fixed); the CUDA tests take head_k_dim 64 (the CUDA kernels run 64 or 128).
 struct QwenDims {
   int64_t V = 256, H = 64, Hk = 2, Hv = 4, dk = 16, dv = 16, I = 128, ah = 4, kvh = 2, hd = 16;
+  int64_t conv_k = 4;  ///< linear_conv_kernel_dim (every published model: 4)
   /// moe.E > 0: layer 0's MLP is an MoE block (mlp.gate, mlp.experts.{e}.{gate,up,down}_proj,
   /// mlp.shared_expert.*, mlp.shared_expert_gate; the other layers stay dense via
   /// mlp_only_layers), its router shaped by shape_moe_router and layer 0's GDN out_proj scaled
@@ -245,6 +246,15 @@ struct QwenDims {
 };
 
 /// Qwen3-Next (Qwen3NextForCausalLM layout, interleaved in_proj_qkvz / in_proj_ba, dense MLP).
+/// `d` with the engine kernels' one-value paths: 3 conv taps, hidden 66 and intermediate 130
+/// (SwiGLU over widths that are not multiples of 4).
+inline QwenDims odd_widths(QwenDims d) {
+  d.conv_k = 3;
+  d.H = 66;
+  d.I = 130;
+  return d;
+}
+
 inline void write_tiny_qwen3_next(const std::string& dir, uint64_t seed,
                                   const std::string& dtype = "F32", const QwenDims& d = {}) {
   const int64_t V = d.V, H = d.H, L = 4, Hk = d.Hk, Hv = d.Hv, dk = d.dk, dv = d.dv, I = d.I;
@@ -255,7 +265,7 @@ inline void write_tiny_qwen3_next(const std::string& dir, uint64_t seed,
                                        "linear_attention"}},
                       {"linear_num_key_heads", Hk}, {"linear_num_value_heads", Hv},
                       {"linear_key_head_dim", dk}, {"linear_value_head_dim", dv},
-                      {"linear_conv_kernel_dim", 4}, {"num_attention_heads", ah},
+                      {"linear_conv_kernel_dim", d.conv_k}, {"num_attention_heads", ah},
                       {"num_key_value_heads", kvh}, {"head_dim", hd},
                       {"partial_rotary_factor", 0.25}, {"rope_theta", 10000.0},
                       {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}, {"intermediate_size", I},
@@ -281,7 +291,7 @@ inline void write_tiny_qwen3_next(const std::string& dir, uint64_t seed,
       const std::string m = p + "linear_attn.";
       w.linear(m + "in_proj_qkvz", 2 * Hk * dk + 2 * Hv * dv, H);
       w.linear(m + "in_proj_ba", 2 * Hv, H);
-      w.normal(m + "conv1d.weight", {cd, 1, 4}, 0.5);
+      w.normal(m + "conv1d.weight", {cd, 1, d.conv_k}, 0.5);
       w.uniform(m + "dt_bias", {Hv}, -1.0, 1.0);
       w.uniform(m + "A_log", {Hv}, -1.0, 1.5);
       w.uniform(m + "norm.weight", {dv}, 0.8, 1.2);

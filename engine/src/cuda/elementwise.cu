@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/bf16_store.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch_check.h"
 #include "cuda/reduce.cuh"
@@ -50,8 +51,7 @@ __global__ void mlp_activation_kernel(const float* __restrict__ in, int64_t I, b
     v[e] = gated ? silu(u[e]) * g[e] : (u[e] > 0.0f ? u[e] * u[e] : 0.0f);
   bf16* o = out + b * I + i;
   if constexpr (VEC == 4) {
-    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
-    *reinterpret_cast<uint2*>(o) = *reinterpret_cast<const uint2*>(h);
+    store4_bf16(o, v);
   } else {
     o[0] = __float2bfloat16_rn(v[0]);
   }

@@ -5,6 +5,7 @@
 // pointers allow (V = 4), else one.
 #include <cstdint>
 
+#include "cuda/bf16_store.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch_check.h"
 #include "cuda/reduce.cuh"
@@ -30,9 +31,7 @@ __device__ __forceinline__ void load_v(const float* p, float* v) {
 template <int V>
 __device__ __forceinline__ void store_v(bf16* p, const float* v) {
   if constexpr (V == 4) {
-    const __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v[0], v[1]),
-                                 __floats2bfloat162_rn(v[2], v[3])};
-    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h);
+    store4_bf16(p, v);
   } else {
     p[0] = __float2bfloat16_rn(v[0]);
   }
