@@ -76,11 +76,14 @@ void nvfp4_decode_cpu(const uint8_t* codes, const uint8_t* scales, const float* 
     const float s2 = globals[r / group_rows];
     for (int64_t b = 0; b < nb; ++b) {
       const float sb = codec::nvfp4_block_scale(scales[r * nb + b], s2);
+      // The block's 16 possible values, each nvfp4_decode's own: a lookup per element.
+      float value[16];
+      for (int c = 0; c < 16; ++c) value[c] = codec::nvfp4_decode(static_cast<uint8_t>(c), sb);
       const uint8_t* c = codes + (r * n + b * 16) / 2;
       float* yb = y + r * n + b * 16;
       for (int j = 0; j < 8; ++j) {
-        yb[2 * j] = codec::nvfp4_decode(c[j] & 0xf, sb);
-        yb[2 * j + 1] = codec::nvfp4_decode(c[j] >> 4, sb);
+        yb[2 * j] = value[c[j] & 0xf];
+        yb[2 * j + 1] = value[c[j] >> 4];
       }
     }
   }
