@@ -70,7 +70,8 @@ inline std::string empty_list_element(int argc, char** argv,
         v = a.substr(2);  // -T2,,4
       else
         continue;
-      if (v.empty() || v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
+      if (v.empty()) return n + ": an empty value";
+      if (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
         return n + ": empty element in '" + v + "'";
     }
   return "";
@@ -87,8 +88,16 @@ inline std::string comma_list_footer(const std::string& example) {
 }
 
 /// CLI11's words for a one-value option given twice ("--state: At Most 1 required but received
-/// 2") in the form the list options use; any other message unchanged.
+/// 2") in the form the list options use, and for an empty path ("an empty path" where CLI11 prints
+/// nothing after "does not exist: "); any other message unchanged.
 inline std::string plain_parse_error(const std::string& what) {
+  // CLI11's existence checks print an empty path as nothing ("Directory does not exist: ").
+  for (const char* kind : {"Directory does not exist: ", "File does not exist: ",
+                           "Path does not exist: "}) {
+    const std::string k = kind;
+    if (what.size() >= k.size() && what.compare(what.size() - k.size(), k.size(), k) == 0)
+      return what.substr(0, what.size() - k.size()) + "an empty path";
+  }
   const std::string key = ": At Most 1 required but received ";
   const size_t at = what.find(key);
   if (at == std::string::npos) return what;
