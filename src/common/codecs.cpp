@@ -4,6 +4,7 @@
 // per-element math of codec_math.h, so they agree bit for bit.
 #include "replayssm/codecs.h"
 
+#include <array>
 #include <string>
 
 #include "codec_math.h"
@@ -101,10 +102,22 @@ void fp8_encode_cpu(const float* x, int64_t rows, int64_t n, uint8_t* codes, flo
   }
 }
 
+/// e4m3_decode of every code, once: fp8_decode's product and NaN rule then apply per element.
+const float* e4m3_values() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = codec::e4m3_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
+}
+
 void fp8_decode_cpu(const uint8_t* codes, const float* scales, int64_t rows, int64_t n, float* y) {
+  const float* value = e4m3_values();
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j) y[r * n + j] = codec::fp8_decode(codes[r * n + j], scales[r]);
+    for (int64_t j = 0; j < n; ++j)  // = codec::fp8_decode(codes[r * n + j], scales[r])
+      y[r * n + j] = codec::canonical_nan(codec::mul_rn(value[codes[r * n + j]], scales[r]));
 }
 
 void f16_sr_cpu(const float* x, int64_t rows, int64_t n, uint64_t seed, const int32_t* slots,
