@@ -400,7 +400,7 @@ void add_bench_spec(CLI::App& bench, Action& action) {
   sub->add_option("--memory-budget", a->budget_gib,
                   "GiB of per-sequence memory the capacity column is computed for")
       ->check(positive_number())
-      ->check(in_range(0.0, 1.0e9))
+      ->check(in_range(0.0, 1.0e9).description(""))  // one type text in --help: NUMBER > 0
       ->capture_default_str();
   sub->add_option("--device", a->device, "cpu, cuda or auto (cuda when a CUDA device is present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))

@@ -58,7 +58,10 @@ inline std::string unknown_command(CLI::App& app, int argc, char** argv, const s
 /// the error.
 inline std::string empty_list_element(int argc, char** argv,
                                       std::initializer_list<const char*> lists) {
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
+    // Free text is never an option word ("--prompt -Then," is a prompt, not -T).
+    const std::string prev = argv[i - 1];
+    if (prev == "--prompt" || prev == "--commit") continue;
     for (const char* name : lists) {
       const std::string a = argv[i], n = name, eq = n + "=";
       std::string v;
@@ -74,6 +77,7 @@ inline std::string empty_list_element(int argc, char** argv,
       if (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)
         return n + ": empty element in '" + v + "'";
     }
+  }
   return "";
 }
 

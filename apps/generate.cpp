@@ -101,8 +101,10 @@ struct Run {
 std::string steady_rate(const engine::ServeStats& s) {
   if (s.steps <= 1)
     return fmt::format("one step ({:.0f} ms), no rate after it", 1e3 * s.first_step_seconds);
-  return fmt::format("{:.1f} tokens/s after the first step ({:.0f} ms)", s.steady_tokens_per_s(),
-                     1e3 * s.first_step_seconds);
+  // Prompt tokens count: the engine feeds them through the same decode steps (one per row and
+  // step, or T at a time with --speculate).
+  return fmt::format("{:.1f} tokens/s (prompt and generated) after the first step ({:.0f} ms)",
+                     s.steady_tokens_per_s(), 1e3 * s.first_step_seconds);
 }
 
 /// Rows decoded at once: --batch (default 8), never more than there are requests (each row holds

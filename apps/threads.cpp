@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstdio>
+
 #include "cli_checks.h"
 
 // OpenBLAS's own thread count; absent (null) when the BLAS linked is not OpenBLAS.
@@ -22,6 +24,9 @@ void add_threads_option(CLI::App& sub) {
 
 void apply_threads() {
   if (g_threads <= 0) return;
+  if (g_threads > omp_get_num_procs())  // allowed (a test, a hyperthread count), but slower
+    std::fprintf(stderr, "replayssm: note: --threads %d is more than the %d cores: steps wait "
+                         "for descheduled threads\n", g_threads, omp_get_num_procs());
   omp_set_num_threads(g_threads);
   if (openblas_set_num_threads) openblas_set_num_threads(g_threads);
 }
