@@ -13,6 +13,14 @@ namespace replayssm::cli {
 /// The plural ending of a count's noun: "" for 1, "s" otherwise.
 inline const char* plural_s(int64_t n) { return n == 1 ? "" : "s"; }
 
+/// Whether argv[i] is the value of a free-text option (--prompt TEXT, --commit TEXT): the argv
+/// scanners that run before or beside CLI11 (lists, --threads) must not read it as an option word.
+inline bool free_text_value(char** argv, int i) {
+  if (i < 2) return false;
+  const std::string prev = argv[i - 1];
+  return prev == "--prompt" || prev == "--commit";
+}
+
 /// CLI11 reports a word that names no subcommand only as "A subcommand is required": the first
 /// words that are not options must name a subcommand at each level. `tool` names the program in
 /// the message; `hints` adds a sentence after an unknown word. Returns "" or the error.
@@ -59,9 +67,8 @@ inline std::string unknown_command(CLI::App& app, int argc, char** argv, const s
 inline std::string empty_list_element(int argc, char** argv,
                                       std::initializer_list<const char*> lists) {
   for (int i = 1; i < argc; ++i) {
-    // Free text is never an option word ("--prompt -Then," is a prompt, not -T).
-    const std::string prev = argv[i - 1];
-    if (prev == "--prompt" || prev == "--commit") continue;
+    if (std::string(argv[i]) == "--") break;  // positional arguments follow
+    if (free_text_value(argv, i)) continue;  // "--prompt -Then," is a prompt, not -T
     for (const char* name : lists) {
       const std::string a = argv[i], n = name, eq = n + "=";
       std::string v;
@@ -96,11 +103,16 @@ inline std::string comma_list_footer(const std::string& example) {
 /// nothing after "does not exist: "); any other message unchanged.
 inline std::string plain_parse_error(const std::string& what) {
   // CLI11's existence checks print an empty path as nothing ("Directory does not exist: ").
+  // Only the whole message "<option>: <kind> does not exist: " (a path that merely ends in those
+  // words keeps CLI11's message).
   for (const char* kind : {"Directory does not exist: ", "File does not exist: ",
                            "Path does not exist: "}) {
     const std::string k = kind;
-    if (what.size() >= k.size() && what.compare(what.size() - k.size(), k.size(), k) == 0)
-      return what.substr(0, what.size() - k.size()) + "an empty path";
+    if (what.size() < k.size() || what.compare(what.size() - k.size(), k.size(), k) != 0) continue;
+    const std::string name = what.substr(0, what.size() - k.size());  // "--model: "
+    if (name.size() > 3 && name[0] == '-' && name.find(' ') == name.size() - 1 &&
+        name[name.size() - 2] == ':')
+      return name + "an empty path";
   }
   const std::string key = ": At Most 1 required but received ";
   const size_t at = what.find(key);
@@ -122,6 +134,7 @@ inline void reject_repeated_lists(const CLI::App& app, int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       const std::string w = argv[i];
       if (w == "--") break;  // positional arguments follow
+      if (free_text_value(argv, i)) continue;
       std::string name;
       if (w.rfind("--", 0) == 0)
         name = w.substr(0, w.find('='));

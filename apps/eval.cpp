@@ -88,8 +88,8 @@ void check_split_windows(const engine::EvalConfig& c, const EvalArgs& a, int64_t
   const int64_t window = N / a.windows, most = N / (a.ring + 2);
   if (window - 1 > a.ring) return;
   const std::string why = fmt::format(
-      " tokens are too short for '{}' at L = {} (its read copy is first read after the first "
-      "flush, at step L - 1): ", c.label, a.ring);
+      " tokens are too short for '{}' at L = {} (its {} is first read after the first flush, at "
+      "step L - 1): ", c.label, a.ring, mode.has_read_copy() ? "read copy" : "rounded checkpoint");
   if (most < 1)
     throw ConfigError(fmt::format("--tokens: {}{}a window needs more than L + 1 = {} tokens (more "
                                   "--tokens{})", N, why, a.ring + 1,

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include "cli_words.h"
+
 namespace replayssm::cli {
 namespace {
 
@@ -29,6 +31,8 @@ std::string openblas_core() {
 std::string threads_arg(char** argv) {
   for (int i = 1; argv[i]; ++i) {
     const std::string a = argv[i];
+    if (a == "--") break;                     // positional arguments follow
+    if (free_text_value(argv, i)) continue;  // --commit --threads=1 is a commit label
     if (a == "--threads" && argv[i + 1]) return argv[i + 1];
     if (a.rfind("--threads=", 0) == 0) return a.substr(10);
   }

@@ -24,8 +24,8 @@ void add_threads_option(CLI::App& sub) {
 
 void apply_threads() {
   if (g_threads <= 0) return;
-  if (g_threads > omp_get_num_procs())  // allowed (a test, a hyperthread count), but slower
-    std::fprintf(stderr, "replayssm: note: --threads %d is more than the %d cores: steps wait "
+  if (g_threads > omp_get_num_procs())  // allowed, but slower
+    std::fprintf(stderr, "replayssm: note: --threads %d is more than the %d CPUs: steps wait "
                          "for descheduled threads\n", g_threads, omp_get_num_procs());
   omp_set_num_threads(g_threads);
   if (openblas_set_num_threads) openblas_set_num_threads(g_threads);

@@ -102,7 +102,8 @@ const std::string& tiny_dir(const std::string& name) {
                                    testing::odd_widths(nd));
     testing::write_tiny_qwen3_next((p / "qwen3_next_odd").string(), 27, "F32",
                                    testing::odd_widths(qd));
-    // Rows of more than 1024 floats: the 4-wide norm and activation loops run a second pass.
+    // Rows of more than 1024 floats: the 4-wide norm loop runs a second pass, the activation a
+    // second block along the row.
     testing::QwenDims qw = qd;
     qw.H = 1032;
     qw.I = 1028;

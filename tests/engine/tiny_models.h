@@ -245,7 +245,6 @@ struct QwenDims {
   MoeDims moe;
 };
 
-/// Qwen3-Next (Qwen3NextForCausalLM layout, interleaved in_proj_qkvz / in_proj_ba, dense MLP).
 /// `d` with the engine kernels' one-value paths: 3 conv taps, hidden 66 and intermediate 130
 /// (SwiGLU over widths that are not multiples of 4).
 inline QwenDims odd_widths(QwenDims d) {
@@ -255,6 +254,7 @@ inline QwenDims odd_widths(QwenDims d) {
   return d;
 }
 
+/// Qwen3-Next (Qwen3NextForCausalLM layout, interleaved in_proj_qkvz / in_proj_ba, dense MLP).
 inline void write_tiny_qwen3_next(const std::string& dir, uint64_t seed,
                                   const std::string& dtype = "F32", const QwenDims& d = {}) {
   const int64_t V = d.V, H = d.H, L = 4, Hk = d.Hk, Hv = d.Hv, dk = d.dk, dv = d.dv, I = d.I;
