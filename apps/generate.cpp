@@ -212,6 +212,12 @@ int generate(const GenerateOptions& o) {
     check<ConfigError>(o.ssm == "auto", "--ssm ", o.ssm, " with --speculate: the SSM layers run "
                        "as --spec-mode says (replay or snapshot)");
     mode = opt.spec_mode == "replay" ? engine::SsmMode::kReplay : engine::SsmMode::kConventional;
+    // The ring holds the committed history and T drafts (ring.h): named here by its flags.
+    check<ConfigError>(mode != engine::SsmMode::kReplay || opt.ring == 0 ||
+                           opt.ring >= 2 * opt.speculate,
+                       "-L ", opt.ring, ": speculative decoding with -T ", opt.speculate,
+                       " needs L >= 2T = ", 2 * opt.speculate,
+                       " (the committed history plus T drafts), or -L 0 for the dispatcher's L");
   }
   // -L is the ring length of ReplaySSM decoding: a run with no replay in it would drop it silently.
   if (o.ring_given && mode != engine::SsmMode::kReplay && !opt.compare)
@@ -361,8 +367,10 @@ int generate(const GenerateOptions& o) {
   fmt::print("compare: conventional {}, ReplaySSM (L {}) {}; ", steady_rate(conv.stats),
              rep.ring, steady_rate(rep.stats));
   if (diverged == 0 && ties == 0)
-    fmt::print("{} and {} decoding agree on all {} generated token{}\n", conv_name, rep_name,
-               conv.stats.generated_tokens, plural_s(conv.stats.generated_tokens));
+    fmt::print("{} and {} decoding agree on {}\n", conv_name, rep_name,
+               conv.stats.generated_tokens == 1
+                   ? std::string("the one generated token")
+                   : fmt::format("all {} generated tokens", conv.stats.generated_tokens));
   else if (diverged == 0)
     fmt::print("{} and {} decoding agree up to {} near-tie split{} within rounding\n", conv_name,
                rep_name, ties, plural_s(static_cast<int64_t>(ties)));
