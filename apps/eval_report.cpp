@@ -81,11 +81,13 @@ std::string state_label(const std::string& mode) { return mode == "fp32" ? "fp32
 
 void print_eval_table(const EvalRunInfo& info, const EvalResult& r) {
   const double per_s = double(r.positions) / std::max(r.seconds, 1e-9);
-  fmt::print("{}: {} token{} of {} in {} window{} of {} ({} position{} each); reference {} {}\n",
+  const bool ref_replay = r.reference.options.ssm == engine::SsmMode::kReplay;
+  fmt::print("{}: {} token{} of {} in {} window{} of {} ({} position{} each); reference {}{} {}\n",
              model_name(info.model), r.tokens_used, cli::plural_s(r.tokens_used), info.text,
              r.windows, cli::plural_s(r.windows), r.window_tokens, r.window_tokens - 1,
-             cli::plural_s(r.window_tokens - 1),
-             variant(r.reference.options), r.reference.label);
+             cli::plural_s(r.window_tokens - 1), variant(r.reference.options),
+             ref_replay ? fmt::format(" L {}", r.reference.options.ring_L) : std::string(),
+             r.reference.label);
   fmt::print("{:.2f} s: {:.0f} positions/s ({:.0f} decode tokens/s over {} models, device {})\n\n",
              r.seconds, per_s, per_s * double(1 + r.candidates.size()), 1 + r.candidates.size(),
              info.device);

@@ -459,8 +459,13 @@ void add_generate(CLI::App& app, Action& action) {
       ->needs(spec);
   sub->add_flag("-q,--quiet", o->quiet, "print only the report lines");
   add_threads_option(*sub);
-  sub->callback([&action, o, ring] {
+  sub->callback([&action, o, ring, sub] {
     o->ring_given = ring->count() > 0;
+    // Greedy decoding draws nothing: sampling options given with it would be dropped silently.
+    if (o->temperature == 0.0 &&
+        sub->count("--top-k") + sub->count("--top-p") + sub->count("--seed") > 0)
+      std::fprintf(stderr, "replayssm: note: --top-k, --top-p and --seed shape sampling "
+                           "(--temperature > 0); at --temperature 0 decoding is greedy\n");
     action = [o] { return generate(*o); };
   });
 }
