@@ -6,7 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "cli_checks.h"
 #include "cli_words.h"
+#include "threads.h"
 
 namespace replayssm::cli {
 namespace {
@@ -59,8 +61,8 @@ void apply_runtime_env(char** argv) {
   // --threads N: OpenBLAS sizes its pool from the environment when the library loads (a BLAS
   // that is not OpenBLAS ignores it); OpenMP is set again through the API after parsing.
   const std::string t = threads_arg(argv);
-  if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos && t.size() <= 4 &&
-      std::stoi(t) >= 1 && std::stoi(t) <= 1024) {  // else CLI11 names the bad value
+  int threads = 0;
+  if (parse_decimal(t, threads) && threads >= 1 && threads <= kMaxThreads) {  // else CLI11 says
     ::setenv("OPENBLAS_NUM_THREADS", t.c_str(), 1);
     ::setenv("OMP_NUM_THREADS", t.c_str(), 1);
     changed = true;

@@ -18,7 +18,7 @@ void add_threads_option(CLI::App& sub) {
   sub.add_option("--threads", g_threads,
                  "CPU threads (OpenMP and OpenBLAS; default: one per core). Fewer than the cores "
                  "decode faster where other work holds some of them")
-      ->check(in_range(1, 1024))
+      ->check(in_range(1, kMaxThreads))
       ->default_str("cores");
 }
 

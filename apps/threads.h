@@ -5,6 +5,9 @@
 
 namespace replayssm::cli {
 
+/// The largest --threads value.
+constexpr int kMaxThreads = 1024;
+
 /// Adds --threads N (1..1024; default: one per core, as OpenMP and OpenBLAS pick) to `sub`.
 /// Fewer threads than cores pay where other work holds cores: a fork-join step waits for its
 /// slowest thread, and a descheduled one stalls every step (a 2-core VM with one core busy:

@@ -101,6 +101,16 @@ struct GInputs {
   }
 };
 
+/// Row b of both inputs: slot b and the same fresh token.
+void put_same_tokens(const GParams& prm, Rng& rng, int64_t slots, GInputs& x, GInputs& y) {
+  for (int64_t b = 0; b < slots; ++b) {
+    x.ids.data<int32_t>()[b] = y.ids.data<int32_t>()[b] = static_cast<int32_t>(b);
+    const ref::GdnToken t = prm.token(rng);
+    x.put(b, t);
+    y.put(b, t);
+  }
+}
+
 /// A CPU pool in one mode (rings, cursors, mode buffers) plus the oracle's sequences.
 struct GPool {
   GShape s;
@@ -286,12 +296,7 @@ TEST(GdnModes, Fp32RecurrenceFlushIsTheConventionalStepBitForBit) {
       double max_rel = 0;
       for (int step = 0; step < 13; ++step) {
         GInputs in(prm, slots), in2(prm, slots);
-        for (int64_t b = 0; b < slots; ++b) {
-          in.ids.data<int32_t>()[b] = in2.ids.data<int32_t>()[b] = static_cast<int32_t>(b);
-          const ref::GdnToken t = prm.token(rng);
-          in.put(b, t);
-          in2.put(b, t);
-        }
+        put_same_tokens(prm, rng, slots, in, in2);
         const bool flush = split.cursor(0).is_flush;
         gdn::Cache c1 = split.cache(), c2 = conv.cache();
         gdn::replay_step(prm.layer(), c1, split.cursors(), in.tokens(), Rows{in.ids.view(), -1}, in.y.view());
@@ -336,12 +341,7 @@ TEST(GdnModes, RingLengthOneLeavesTheReadCopyUnwritten) {
       const std::vector<uint8_t> copy = split.mb.read.all_bytes();
       for (int step = 0; step < 5; ++step) {
         GInputs in(prm, slots), in2(prm, slots);
-        for (int64_t b = 0; b < slots; ++b) {
-          in.ids.data<int32_t>()[b] = in2.ids.data<int32_t>()[b] = static_cast<int32_t>(b);
-          const ref::GdnToken t = prm.token(rng);
-          in.put(b, t);
-          in2.put(b, t);
-        }
+        put_same_tokens(prm, rng, slots, in, in2);
         gdn::Cache c1 = split.cache(), c2 = conv.cache();
         gdn::replay_step(prm.layer(), c1, split.cursors(), in.tokens(), Rows{in.ids.view(), -1}, in.y.view());
         gdn::conventional_step(prm.layer(), c2, in2.tokens(), Rows{in2.ids.view(), -1}, in2.y.view());
