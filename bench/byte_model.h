@@ -14,8 +14,12 @@ namespace replayssm::bench {
 struct StepBytes {
   int64_t state_bytes = 0;   ///< one slot's state / checkpoint
   int64_t io_bytes = 0;      ///< inputs + output + slot id of one sequence
-  int64_t record_bytes = 0;  ///< one ring record
+  int64_t record_bytes = 0;  ///< one ring record as an ordinary step reads it
   int64_t copy_bytes = 0;    ///< split state modes: one slot's read copy (0: none)
+  /// Split GDN/KDA modes: what an ordinary step appends beside its record for the exact flush
+  /// (v and beta) and never reads back; the flush reads them instead of u.
+  int64_t record_extra_bytes = 0;
+  int64_t flush_record_bytes = 0;  ///< one record as the flush reads it (0: record_bytes)
 
   static constexpr int64_t kCursorBytes = 4 + 4 + 1;
 
@@ -26,14 +30,27 @@ struct StepBytes {
   /// Read S, update, write S, y.
   int64_t conventional() const { return 2 * state() + io(); }
   /// Ordinary replay step with h history records: read S0 (or the read copy) and h records,
-  /// append one, y.
+  /// append one (with its extra), y.
   int64_t ordinary(int64_t h) const {
-    return (copy_bytes ? copy_bytes : state()) + (h + 1) * record() + io() + kCursorBytes;
+    return (copy_bytes ? copy_bytes : state()) + (h + 1) * record() + record_extra_bytes + io() +
+           kCursorBytes;
   }
   /// Flush at h = L - 1: read S0 and L - 1 records, fold them with the token, write S0 once (and
   /// the read copy).
   int64_t flush(int64_t L) const {
-    return 2 * state() + copy_bytes + (L - 1) * record() + io() + kCursorBytes;
+    const int64_t rec = flush_record_bytes ? flush_record_bytes : record();
+    return 2 * state() + copy_bytes + (L - 1) * rec + io() + kCursorBytes;
+  }
+  /// Speculative verify of T tokens (fp32 checkpoint): read S0, the mean_h history records and
+  /// the T tokens, append T records, write S0 on the flush_fraction of steps that flush.
+  double verify(int T, double mean_h, double flush_fraction) const {
+    return static_cast<double>(state()) * (1.0 + flush_fraction) +
+           mean_h * static_cast<double>(record()) +
+           T * static_cast<double>(io() + record()) + static_cast<double>(kCursorBytes);
+  }
+  /// The snapshot baseline of T tokens: read the state, write T snapshots, the T tokens' io.
+  double snapshot(int T) const {
+    return static_cast<double>((1 + T) * state() + T * io());
   }
   /// Mean over an L-step window (L - 1 ordinary steps at h = 0..L-2, one flush); also the mean
   /// of a step whose rows sit at uniformly spread phases ("mixed").

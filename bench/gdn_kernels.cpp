@@ -7,6 +7,23 @@
 #include "gdn_pool.h"
 
 namespace replayssm::bench {
+
+StepBytes gdn_mode_bytes(const GdnShape& s, DType state, StateFormat read) {
+  StepBytes b = gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
+                          dtype_size(state));
+  // Split modes: ordinary steps read the copy and the history's u, k^, g, and append v and
+  // beta (fp32) beside their record, which only the flush reads (v in place of u:
+  // flush.cuh EXACT). Counted as a whole record per history entry until session 33, which
+  // overstated the 16-bit steps' % of copy at large h (Qwen3.5-4B h = 14: 433 MB counted for
+  // 366 MB moved). (fp16sr/fp16sr: they read the float16 checkpoint itself, no copy.)
+  if (read != StateFormat::kFp32) {
+    if (read != StateFormat::kFp16Sr) b.copy_bytes = state_format_bytes(read, s.HV, s.V, s.K);
+    b.record_extra_bytes = s.HV * s.V * 4 + s.HV * 4;
+    b.flush_record_bytes = b.record_bytes + s.HV * 4;
+  }
+  return b;
+}
+
 namespace {
 
 namespace cg = cuda::gdn;
@@ -29,16 +46,9 @@ struct GdnFamily {
         dims{s.H, s.HV, s.K, s.V, s.gate()},
         state(st),
         read(rd),
-        bytes(gdn_bytes(s.H, s.HV, s.K, s.V, s.gate() == gdn::Gate::kChannel ? s.K : 1,
-                        dtype_size(st))) {
-    // Split modes: ordinary steps read the copy and append v and beta (fp32) to the record.
-    // (fp16sr/fp16sr: they read the float16 checkpoint itself, no copy.)
-    if (rd != StateFormat::kFp32) {
-      if (rd != StateFormat::kFp16Sr) bytes.copy_bytes = state_format_bytes(rd, s.HV, s.V, s.K);
-      bytes.record_bytes += s.HV * s.V * 4 + s.HV * 4;
-      if (rd == StateFormat::kFp8 || rd == StateFormat::kNvfp4)
-        routes.pop_back();  // a quantised copy's ordinary rows run output-only
-    }
+        bytes(gdn_mode_bytes(s, st, rd)) {
+    if (rd == StateFormat::kFp8 || rd == StateFormat::kNvfp4)
+      routes.pop_back();  // a quantised copy's ordinary rows run output-only
   }
 
   static const char* route_name(Route r) { return cg::route_name(r); }

@@ -24,6 +24,10 @@ const std::vector<GdnShape>& gdn_shapes();
 /// Names of the shapes of `family` ("gdn" or "kda").
 std::vector<std::string> gdn_shape_names(const std::string& family);
 
+/// The byte model of one (shape, checkpoint dtype, read format): byte_model.h's counts plus a
+/// split mode's read copy and the v, beta its ordinary steps append for the exact flush.
+StepBytes gdn_mode_bytes(const GdnShape& s, DType state, StateFormat read);
+
 /// Graphs run_gdn will time (for the progress bar); cfg.shapes are GdnShape names.
 long gdn_graph_count(const KernelConfig& cfg);
 /// Bytes a run moves (for the run-time estimate).

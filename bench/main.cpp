@@ -26,6 +26,7 @@
 #include "copy_ceiling.h"
 #include "cuda/device.h"
 #include "cuda_util.h"
+#include "floors.h"
 #include "gdn_kernels.h"
 #include "mamba2_kernels.h"
 #include "progress.h"
@@ -460,6 +461,16 @@ int main(int argc, char** argv) {
                  "dtype of the Mamba-2 inputs, outputs and ring x / B: bf16 (default) or f32 (as "
                  "the engine feeds them; Mamba-2 shapes only)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+  FloorsConfig fl;
+  std::string floors_out, floors_commit;
+  CLI::App* fc = app.add_subcommand(
+      "floors", "byte floors of the verify (issue 5) and read-copy (issue 6) speed targets, from "
+                "the byte model (no GPU)");
+  fc->add_option("-L,--L", fl.L, "ring length of the decode and ordinary steps")
+      ->check(cli::in_range(3, 64))
+      ->capture_default_str();
+  fc->add_option("--out", floors_out, "write the rows as JSON here");
+  fc->add_option("--commit", floors_commit, "commit recorded in the JSON (git rev-parse HEAD)");
   const std::string errs[] = {
       cli::unknown_command(app, argc, argv, "replayssm_bench"),
       cli::empty_list_element(argc, argv,
@@ -475,6 +486,31 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "replayssm_bench: error: %s (see --help)\n", e.what());
     return 2;
+  }
+  if (fc->parsed()) {  // the byte model only: no device
+    try {
+      check_out_path(floors_out);
+      const std::vector<nlohmann::json> rows = run_floors(fl);
+      std::printf("%s", floors_table(rows).c_str());
+      if (!floors_out.empty()) {
+        nlohmann::json j = {{"bench", "floors"},
+                            {"commit", floors_commit},
+                            {"date", cli::utc_now()},
+                            {"method", "byte_model.h counts of both sides of each target; bound "
+                                       "= their ratio at equal bandwidth"},
+                            {"args", {{"L", fl.L}}},
+                            {"rows", rows}};
+        write_json(j, floors_out);
+        std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), floors_out.c_str());
+      }
+      return 0;
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
+      return 1;
+    }
   }
   // Usage errors and a missing GPU before any output; errors of a run after its progress line.
   try {

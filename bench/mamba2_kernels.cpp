@@ -7,6 +7,15 @@
 #include "mamba2_pool.h"
 
 namespace replayssm::bench {
+
+StepBytes mamba2_mode_bytes(const Mamba2Shape& s, DType state, StateFormat read) {
+  StepBytes b = mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(state));
+  // (fp16sr/fp16sr: ordinary steps read the float16 checkpoint itself, no copy.)
+  if (read != StateFormat::kFp32 && read != StateFormat::kFp16Sr)
+    b.copy_bytes = state_format_bytes(read, s.H, s.P, s.N);
+  return b;
+}
+
 namespace {
 
 namespace cm = cuda::mamba2;
@@ -31,10 +40,7 @@ struct Mamba2Family {
       : dims{s.H, s.P, s.N, s.G},
         state(st),
         read(rd),
-        bytes(mamba2_bytes(s.H, s.P, s.N, s.G, dtype_size(st))) {
-    // (fp16sr/fp16sr: ordinary steps read the float16 checkpoint itself, no copy.)
-    if (rd != StateFormat::kFp32 && rd != StateFormat::kFp16Sr)
-      bytes.copy_bytes = state_format_bytes(rd, s.H, s.P, s.N);
+        bytes(mamba2_mode_bytes(s, st, rd)) {
     if (quantised(rd)) routes.pop_back();  // a quantised copy's ordinary rows run output-only
   }
 

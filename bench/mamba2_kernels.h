@@ -18,6 +18,10 @@ struct Mamba2Shape {
 /// The real model shapes (reference/models.md): "nano-4b", "super-120b".
 const std::vector<Mamba2Shape>& mamba2_shapes();
 
+/// The byte model of one (shape, checkpoint dtype, read format): byte_model.h's counts plus a
+/// split mode's read copy.
+StepBytes mamba2_mode_bytes(const Mamba2Shape& s, DType state, StateFormat read);
+
 /// Graphs run_mamba2 will time (for the progress bar).
 long mamba2_graph_count(const KernelConfig& cfg);
 /// Bytes a run moves (for the run-time estimate).

@@ -8,29 +8,13 @@
 #include "cuda/common/snapshot_select.h"
 #include "device_fill.h"
 #include "slot_pool.h"
+#include "spec_cycle.h"
 #include "spec_pools.h"
 
 namespace replayssm::bench {
 namespace {
 
 constexpr DType kF32 = DType::kF32, kI32 = DType::kI32;
-
-/// Mean history and flush fraction per step of rows starting at the given phases and accepting
-/// `accept` tokens of T every step (ring.h's rule, simulated over many steps): the byte model of
-/// a verify step depends on both.
-struct Cycle {
-  double mean_h = 0, flush_fraction = 0;
-};
-Cycle cycle_of(const RingConfig& cfg, int accept, const std::vector<Cursor>& start, int steps) {
-  double hsum = 0, flushes = 0, n = 0;
-  for (Cursor c : start)
-    for (int s = 0; s < steps; ++s, ++n) {
-      hsum += c.h;
-      if (c.is_flush && c.h > 0) ++flushes;
-      c = commit_cursor(c, accept, cfg);
-    }
-  return {hsum / n, flushes / n};
-}
 
 /// The snapshot baseline's state pool for T tokens: per row a source state and T snapshot
 /// states (row i reads slot (T + 1) i and writes the T after it).
@@ -128,7 +112,7 @@ void run_shape(const VerifyConfig& cfg, const Shape& sh, std::vector<nlohmann::j
                                                     kI32, {batch}));
                 }
               },
-              1, static_cast<double>((1 + T) * bm.state() + T * bm.io()) * batch, cfg.timing, s,
+              1, bm.snapshot(T) * batch, cfg.timing, s,
               fmt::format("{} T {} snapshot", where, T));
           snap_us[a] = m.us;
           nlohmann::json j = row_of(m, pool.family(), sh.name, "snapshot", L);
@@ -143,10 +127,7 @@ void run_shape(const VerifyConfig& cfg, const Shape& sh, std::vector<nlohmann::j
         pool.set_accepted(accept);
         const std::vector<Cursor> start = pool.set_spec_cursors(scfg);
         const Cycle cyc = cycle_of(scfg, accept, start, L);
-        const double bytes = static_cast<double>(bm.state()) * (1.0 + cyc.flush_fraction) +
-                             cyc.mean_h * static_cast<double>(bm.record()) +
-                             T * static_cast<double>(bm.io() + bm.record()) +
-                             StepBytes::kCursorBytes;
+        const double bytes = bm.verify(T, cyc.mean_h, cyc.flush_fraction);
         const Row m = measure(
             ps, [&] { pool.poison(); }, [&](const std::string& w) { pool.check(T, w); },
             [&](cudaStream_t st) {
