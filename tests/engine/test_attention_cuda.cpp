@@ -1,13 +1,15 @@
 // The CUDA engine's decode attention (engine/src/cuda/attention.cu) against an fp64 softmax
 // attention on the host: GQA groups of 1..16 query heads (a group split over blocks included),
-// head_dim 16..256 (split kernel for head_dim % 32 == 0, the per-head kernel otherwise), output
+// head_dim 16..256 (the tensor-core kernel at 64, 128, 256, the CUDA-core split kernel at other
+// multiples of 32 and under RSSM_ATTENTION_PLAN="mma=0", the per-head kernel otherwise), output
 // gates, per-row positions from 0 to the end of the cache, pad rows (exact zeros), one chunk and
 // several (the combine kernel), NaN-poisoned outputs and a guard after them; and verify steps'
 // row groups (Attention::tokens_per_row: T tokens of one slot at consecutive positions, some
 // unused, queries of a group served together).
 //
-// Tolerance: K, V are bf16 in both; the kernel accumulates in fp32 (scores, exponentials, P·V over
-// up to 300 positions: ~1e-6 relative) and rounds the output to bf16 (2^-9 relative), so
+// Tolerance: K, V are bf16 in both; the kernels accumulate in fp32 (scores, exponentials, P·V over
+// up to 2048 positions: ~1e-6 relative; the tensor-core kernel's q and P as bf16 hi + lo pairs,
+// ~2^-16) and round the output to bf16 (2^-9 relative), so
 // |out - ref| <= 2^-8 |ref| + 1e-5 (a wrong position, head, scale or merge moves outputs by O(1)).
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -25,6 +28,7 @@
 #include "common/dtype.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "replayssm/errors.h"
 
 namespace replayssm::engine::cuda {
 namespace {
@@ -52,19 +56,19 @@ struct Case {
   bool gate;
 };
 
-void run_case(const Case& c, int splits_override, int TT = 1) {
+void run_case(const Case& c, int splits_override, int TT = 1, int32_t ctx = 300) {
   SCOPED_TRACE("nh " + std::to_string(c.nh) + " nkv " + std::to_string(c.nkv) + " hd " +
                std::to_string(c.hd) + " gate " + std::to_string(c.gate) + " splits " +
                std::to_string(splits_override) + " tokens per row " + std::to_string(TT));
   std::mt19937 rng(c.nh * 1000 + c.hd + splits_override + 100 * TT);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const int32_t pool = 9, ctx = 300;
+  const int32_t pool = 9;
   const std::vector<int32_t> group_slots{7, -1, 0, 4, 2, 8};  // group 1 a pad row (group)
   std::vector<int32_t> positions(pool);
   for (int32_t& p : positions) p = static_cast<int32_t>(rng() % ctx);
   positions[7] = 0;
   positions[0] = ctx - 1;
-  positions[2] = 31;  // ends on a tile edge
+  positions[2] = 31;  // ends on a tile edge (32 positions: two tensor-core tiles)
   // Rows: TT per group, token t of group g at positions[slot] - (TT - 1) + t (within the cache);
   // group g uses its first 1 + (g % TT) tokens, the others are unused rows (slot -1).
   std::vector<int32_t> slots, row_pos;
@@ -197,6 +201,28 @@ TEST(AttentionCuda, VerifyRowGroupsMatchFp64SoftmaxAttention) {
   for (const Case& c : cases)
     for (const int TT : {2, 4, 8})
       for (const int splits : {1, 0, 7}) run_case(c, splits, TT);
+}
+
+// A long cache: each warp of the tensor-core kernel walks many tiles through its three stages.
+TEST(AttentionCuda, LongContextMatchesFp64SoftmaxAttention) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  for (const Case& c : {Case{16, 4, 256, true}, Case{40, 8, 128, false}, Case{6, 2, 64, false}})
+    for (const int splits : {1, 3}) run_case(c, splits, 1, 2048);
+  run_case({16, 4, 256, true}, 0, 4, 2048);
+}
+
+// RSSM_ATTENTION_PLAN="mma=0" (A/B runs) takes the CUDA-core kernel at the tensor-core widths.
+TEST(AttentionCuda, CudaCoreKernelAtTensorCoreWidths) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  ASSERT_EQ(setenv("RSSM_ATTENTION_PLAN", "mma=0", 1), 0);
+  for (const Case& c : {Case{16, 4, 256, true}, Case{40, 8, 128, false}})
+    for (const int splits : {1, 0}) run_case(c, splits);
+  run_case({16, 4, 256, true}, 0, 4);
+  ASSERT_EQ(setenv("RSSM_ATTENTION_PLAN", "mma=2", 1), 0);
+  Attention at;
+  at.nh = 4, at.nkv = 2, at.hd = 128;
+  EXPECT_THROW(attention_splits(at, 4, 132), ConfigError);
+  ASSERT_EQ(unsetenv("RSSM_ATTENTION_PLAN"), 0);
 }
 
 }  // namespace

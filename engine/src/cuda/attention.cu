@@ -1,32 +1,29 @@
 // Decode attention kernels (kernels.h Attention). attention_prep: one block per (head, row) for the
 // nh query heads and then the nkv key/value heads: q/k norm (1 + w), NeoX RoPE on the first
-// rotary_dim dims, k and v stored in the bf16 cache at the row's position. attention_decode, for
-// head_dim % 32 == 0 (every published model): flash-decoding with GQA sharing — one block per
-// (KV head, row, chunk of positions) holds the group's queries; each warp scores 32 positions at
-// once (a lane per position, its K row in 16-byte loads, every head of the group), keeps an
-// online softmax per head and accumulates P·V with the lanes across head_dim, so each K/V row is
-// read once per group and a warp has 32 rows of loads in flight; the warps' states merge in shared
-// memory, and across chunks in a combine kernel (bench/NOTES.md "End-to-end decode steps"). Other
-// head_dim: one block per (query head, row), each warp an online softmax over every 4th position.
+// rotary_dim dims, k and v stored in the bf16 cache at the row's position. attention_decode:
+// head_dim 64, 128, 256 (every supported model) on the tensor cores (attention_mma.cu); other
+// head_dim % 32 == 0: flash-decoding with GQA sharing on the CUDA cores — one block per (KV head,
+// row, chunk of positions) holds the group's queries; each warp scores 32 positions at once (a
+// lane per position, its K row in 16-byte loads, every head of the group), keeps an online
+// softmax per head and accumulates P·V with the lanes across head_dim, so each K/V row is read
+// once per group; the warps' states merge in shared memory, and across chunks in a combine
+// kernel (bench/NOTES.md "End-to-end decode steps"). Other head_dim: one block per (query head,
+// row), each warp an online softmax over every 4th position.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cfloat>
 
+#include "cuda/attention_mma.h"
+#include "cuda/attention_rows.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch_check.h"
-#include "cuda/reduce.cuh"
 
 namespace replayssm::engine::cuda {
 namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kDecodeWarps = 4;
-
-/// Position of row b's token (Attention::row_pos when set, else its slot's position).
-__device__ __forceinline__ int32_t row_position(const Attention& p, int64_t b, int32_t slot) {
-  return p.row_pos ? p.row_pos[b] : p.positions[slot];
-}
 
 __global__ void attention_prep_kernel(Attention p) {
   __shared__ float red[32];
@@ -193,11 +190,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-/// Output of query head h of row b from its unnormalised accumulator O, running max and sum.
-__device__ __forceinline__ void write_out(const Attention& p, int64_t b, int h, int d, float o) {
-  if (p.gate) o *= sigmoid(p.proj[b * p.ld + static_cast<int64_t>(h) * 2 * p.hd + p.hd + d]);
-  p.out[(b * p.nh + h) * p.hd + d] = __float2bfloat16_rn(o);
-}
 
 /// hd = 32 E, GB = heads_per_block(hd, TT * G) queries per block, TT = tokens_per_row. A block
 /// serves queries q0 .. q0 + gb - 1 of one (KV head j, row group): query q is token q / G (row
@@ -384,9 +376,12 @@ void launch_split(const Attention& p, int64_t B, cudaStream_t s) {
           launch_split_gb<E, 8>(p, B, s);
       }
   }
-  if (p.splits > 1)
-    attention_combine_kernel<<<dim3(static_cast<unsigned>(p.nh), static_cast<unsigned>(B)), p.hd,
-                               0, s>>>(p);
+}
+
+void launch_combine(const Attention& p, int64_t B, cudaStream_t s) {
+  attention_combine_kernel<<<dim3(static_cast<unsigned>(p.nh), static_cast<unsigned>(B)), p.hd, 0,
+                             s>>>(p);
+  check_launch("engine attention_decode (combine)");
 }
 
 template <int E>
@@ -407,10 +402,17 @@ void attention_prep(const Attention& p, int64_t B, cudaStream_t s) {
 
 int attention_splits(const Attention& p, int64_t B, int num_sms) {
   if (p.hd % 32 != 0 || B <= 0) return 1;
-  const int QG = p.tokens_per_row * (p.nh / p.nkv), GB = heads_per_block(p.hd, QG);
-  const int64_t blocks = int64_t{p.nkv} * ((QG + GB - 1) / GB) * (B / p.tokens_per_row);
-  // About four blocks per SM; a chunk keeps at least 64 positions of a full context.
-  const int64_t want = (4 * int64_t{num_sms} + blocks - 1) / blocks;
+  int64_t blocks = 0, per_sm = 4;
+  if (attention_mma_fits(p)) {
+    // Two waves of the tensor-core kernel (1-4 resident blocks per SM by its shared memory).
+    blocks = attention_mma_blocks(p, B);
+    per_sm = 2 * attention_mma_blocks_per_sm(p.hd);
+  } else {
+    const int QG = p.tokens_per_row * (p.nh / p.nkv), GB = heads_per_block(p.hd, QG);
+    blocks = int64_t{p.nkv} * ((QG + GB - 1) / GB) * (B / p.tokens_per_row);
+  }
+  // About per_sm blocks per SM; a chunk keeps at least 64 positions of a full context.
+  const int64_t want = (per_sm * int64_t{num_sms} + blocks - 1) / blocks;
   const int64_t most = std::max<int64_t>(1, (p.ctx + 63) / 64);
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 64)));
 }
@@ -430,6 +432,11 @@ int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms
 
 void attention_decode(const Attention& p, int64_t B, cudaStream_t s) {
   if (B == 0) return;
+  if (attention_mma_fits(p)) {
+    attention_mma_decode(p, B, s);
+    if (p.splits > 1) launch_combine(p, B, s);
+    return;
+  }
   if (p.hd % 32 == 0 && p.hd <= 256) {
     switch (p.hd / 32) {
       case 1: launch_split<1>(p, B, s); break;
@@ -442,6 +449,7 @@ void attention_decode(const Attention& p, int64_t B, cudaStream_t s) {
       default: launch_split<8>(p, B, s); break;
     }
     check_launch("engine attention_decode (split)");
+    if (p.splits > 1) launch_combine(p, B, s);
     return;
   }
   switch ((p.hd + 31) / 32) {

@@ -153,7 +153,8 @@ int64_t attention_partial_rows(const Attention& p, int64_t max_rows, int num_sms
 void attention_prep(const Attention& p, int64_t B, cudaStream_t s);
 /// Attention of each query head over its slot's cache: out (bf16) [B, nh * hd]. hd % 32 == 0:
 /// flash-decoding over p.splits chunks of positions, one block per (KV head, row, chunk) sharing
-/// each K/V row across the group's query heads; other hd: one block per (query head, row).
+/// each K/V row across the group's query heads (hd 64, 128, 256 on the tensor cores:
+/// attention_mma.h); other hd: one block per (query head, row).
 void attention_decode(const Attention& p, int64_t B, cudaStream_t s);
 
 /// MLP activation into bf16 out [B, I]: relu2 (Nemotron-H): relu(in[b, i])^2 of in [B, I];

@@ -12,6 +12,14 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
+/// Copies 16 bytes when `valid`, else writes 16 zero bytes and reads nothing (gmem must still be
+/// a mapped address); .cg as cp_async16. smem: an address in the shared window.
+__device__ __forceinline__ void cp_async16_zfill(unsigned smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+
 /// Copies 4 or 8 bytes (.ca: .cg copies only 16), e.g. a scale word beside a chunk.
 template <int Bytes>
 __device__ __forceinline__ void cp_async_small(void* smem, const void* gmem) {
