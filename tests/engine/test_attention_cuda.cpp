@@ -211,6 +211,20 @@ TEST(AttentionCuda, LongContextMatchesFp64SoftmaxAttention) {
   run_case({16, 4, 256, true}, 0, 4, 2048);
 }
 
+// The tensor-core kernel's other block shapes (RSSM_ATTENTION_PLAN warps=2|4) and a forced split.
+TEST(AttentionCuda, TensorCorePlansMatchFp64SoftmaxAttention) {
+  if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();
+  for (const char* plan : {"warps=4", "warps=2", "warps=2,splits=2"}) {
+    SCOPED_TRACE(plan);
+    ASSERT_EQ(setenv("RSSM_ATTENTION_PLAN", plan, 1), 0);
+    for (const Case& c : {Case{16, 4, 256, true}, Case{40, 8, 128, false}, Case{6, 2, 64, false}}) {
+      run_case(c, 0);
+      run_case(c, 0, 4);
+    }
+  }
+  ASSERT_EQ(unsetenv("RSSM_ATTENTION_PLAN"), 0);
+}
+
 // RSSM_ATTENTION_PLAN="mma=0" (A/B runs) takes the CUDA-core kernel at the tensor-core widths.
 TEST(AttentionCuda, CudaCoreKernelAtTensorCoreWidths) {
   if (::replayssm::cuda::device_count() == 0) GTEST_SKIP() << ::replayssm::cuda::device_summary();

@@ -404,7 +404,8 @@ int attention_splits(const Attention& p, int64_t B, int num_sms) {
   if (p.hd % 32 != 0 || B <= 0) return 1;
   int64_t blocks = 0, per_sm = 4;
   if (attention_mma_fits(p)) {
-    // Two waves of the tensor-core kernel (1-4 resident blocks per SM by its shared memory).
+    if (const int forced = attention_mma_splits_override()) return forced;
+    // Two waves of the tensor-core kernel (2-4 resident blocks per SM by its shared memory).
     blocks = attention_mma_blocks(p, B);
     per_sm = 2 * attention_mma_blocks_per_sm(p.hd);
   } else {

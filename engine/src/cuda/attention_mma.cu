@@ -22,6 +22,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <string>
@@ -39,23 +40,22 @@ using ::replayssm::cuda::cp_async16_zfill;
 using ::replayssm::cuda::cp_async_commit;
 using ::replayssm::cuda::cp_async_wait;
 
-constexpr int kWarps = 4;   // warps per block, each with its own tiles
 constexpr int kTile = 16;   // positions per tile (the k of P V, two n-tiles of S)
 constexpr int kRows = 16;   // queries per block (the mma's M)
 constexpr int kStages = 3;  // tiles per warp in shared memory (kStages - 1 in flight)
 
-/// Shared-memory layout (bytes): the warps' stages [warp][stage][K tile | V tile] (reused by the
+/// Shared-memory layout (bytes) of a block of W warps: the warps' stages [warp][stage][K tile | V tile] (reused by the
 /// merge as [warp][query][head_dim + 2] floats: O, then max and sum), the queries' A fragments
 /// [k-step][lane][hi uint4 | lo uint4], the queries' position counts [kRows] int32.
-template <int HD>
+template <int HD, int W>
 struct Smem {
   static constexpr int kRowBytes = HD * 2;
   static constexpr int kTileBytes = kTile * kRowBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kStageBytes;
   static constexpr int kMergeStride = HD + 2;  // floats per (warp, query) in the merge
-  static constexpr int kStagesBytes = kWarps * kWarpBytes;
-  static constexpr int kMergeBytes = kWarps * kRows * kMergeStride * 4;
+  static constexpr int kStagesBytes = W * kWarpBytes;
+  static constexpr int kMergeBytes = W * kRows * kMergeStride * 4;
   static constexpr int kQ = kStagesBytes > kMergeBytes ? kStagesBytes : kMergeBytes;
   static constexpr int kQBytes = (HD / 16) * 32 * 32;
   static constexpr int kSeen = kQ + kQBytes;
@@ -103,12 +103,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], unsigned addr) {
 /// Byte offset of 16-byte chunk ch of tile row r: chunks XOR-swizzled by r % 8.
 template <int HD>
 __device__ __forceinline__ unsigned tile_offset(int r, int ch) {
-  return static_cast<unsigned>(r * Smem<HD>::kRowBytes + ((ch ^ (r & 7)) << 4));
+  return static_cast<unsigned>(r * HD * 2 + ((ch ^ (r & 7)) << 4));
 }
 
-template <int HD>
-__global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(Attention p) {
-  using SM = Smem<HD>;
+template <int HD, int W>
+__global__ void __launch_bounds__(W * 32) attention_mma_kernel(Attention p) {
+  using SM = Smem<HD, W>;
+  constexpr int kWarps = W;
   constexpr int KS = HD / 16;  // k-steps of Q K^T
   constexpr int NT = HD / 8;   // n-tiles of P V (output columns)
   constexpr int CPR = HD / 8;  // 16-byte chunks per K / V row
@@ -334,30 +335,58 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(Attention p)
   }
 }
 
-template <int HD>
+/// RSSM_ATTENTION_PLAN (A/B runs only): mma=0 takes the CUDA-core kernel, warps=2|4 the warps per
+/// block of the tensor-core one (default: 2 at head_dim 256, where 4 warps' stages leave room
+/// for one block per SM, else 4), splits=N (1..64) its chunks per row (default: attention_splits'
+/// rule). Another key or value is a ConfigError.
+struct PlanEnv {
+  int mma = 1, warps = 0, splits = 0;
+};
+PlanEnv plan_env() {
+  PlanEnv e;
+  ::replayssm::cuda::for_each_plan_override("RSSM_ATTENTION_PLAN", [&](const std::string& k, int v) {
+    const bool ok = k == "mma" ? v == 0 || v == 1
+                    : k == "warps" ? v == 2 || v == 4
+                    : k == "splits" ? v >= 1 && v <= 64
+                                    : false;
+    if (!ok)
+      throw ConfigError("RSSM_ATTENTION_PLAN: " + k + "=" + std::to_string(v) +
+                        " (expected mma=0|1, warps=2|4, splits=1..64)");
+    (k == "mma" ? e.mma : k == "warps" ? e.warps : e.splits) = v;
+  });
+  return e;
+}
+
+int warps_for(int hd) {
+  const int w = plan_env().warps;
+  return w ? w : hd >= 256 ? 2 : 4;
+}
+
+template <int HD, int W>
 void launch(const Attention& p, int64_t B, cudaStream_t s) {
   const int QG = p.tokens_per_row * (p.nh / p.nkv);
   const dim3 grid(static_cast<unsigned>(p.nkv * ((QG + kRows - 1) / kRows)),
                   static_cast<unsigned>(B / p.tokens_per_row), static_cast<unsigned>(p.splits));
-  constexpr int smem = Smem<HD>::kTotal;
-  check_cuda(cudaFuncSetAttribute(attention_mma_kernel<HD>,
+  constexpr int smem = Smem<HD, W>::kTotal;
+  check_cuda(cudaFuncSetAttribute(attention_mma_kernel<HD, W>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "engine attention_decode (tensor cores): raising the shared-memory limit");
-  attention_mma_kernel<HD><<<grid, kWarps * 32, smem, s>>>(p);
+  attention_mma_kernel<HD, W><<<grid, W * 32, smem, s>>>(p);
   check_launch("engine attention_decode (tensor cores)");
+}
+
+template <int HD>
+void launch_hd(const Attention& p, int64_t B, cudaStream_t s) {
+  if (warps_for(HD) == 2)
+    launch<HD, 2>(p, B, s);
+  else
+    launch<HD, 4>(p, B, s);
 }
 
 }  // namespace
 
 bool attention_mma_fits(const Attention& p) {
-  bool on = true;  // RSSM_ATTENTION_PLAN="mma=0": the CUDA-core kernel (A/B runs only)
-  ::replayssm::cuda::for_each_plan_override("RSSM_ATTENTION_PLAN", [&](const std::string& k, int v) {
-    if (k != "mma") throw ConfigError("RSSM_ATTENTION_PLAN: unknown key '" + k + "' (mma=0|1)");
-    if (v != 0 && v != 1)
-      throw ConfigError("RSSM_ATTENTION_PLAN: mma=" + std::to_string(v) + ", expected 0 or 1");
-    on = v == 1;
-  });
-  return on && (p.hd == 64 || p.hd == 128 || p.hd == 256);
+  return plan_env().mma == 1 && (p.hd == 64 || p.hd == 128 || p.hd == 256);
 }
 
 int64_t attention_mma_blocks(const Attention& p, int64_t B) {
@@ -365,13 +394,22 @@ int64_t attention_mma_blocks(const Attention& p, int64_t B) {
   return int64_t{p.nkv} * ((QG + kRows - 1) / kRows) * (B / p.tokens_per_row);
 }
 
-int attention_mma_blocks_per_sm(int hd) { return hd >= 256 ? 1 : hd >= 128 ? 2 : 4; }
+int attention_mma_blocks_per_sm(int hd) {
+  // 227 KB of shared memory per SM (H100/H200) over the block's layout.
+  const int w = warps_for(hd);
+  const int bytes = hd == 64    ? (w == 2 ? Smem<64, 2>::kTotal : Smem<64, 4>::kTotal)
+                    : hd == 128 ? (w == 2 ? Smem<128, 2>::kTotal : Smem<128, 4>::kTotal)
+                                : (w == 2 ? Smem<256, 2>::kTotal : Smem<256, 4>::kTotal);
+  return std::max(1, 232448 / (bytes + 1024));
+}
+
+int attention_mma_splits_override() { return plan_env().splits; }
 
 void attention_mma_decode(const Attention& p, int64_t B, cudaStream_t s) {
   switch (p.hd) {
-    case 64: launch<64>(p, B, s); break;
-    case 128: launch<128>(p, B, s); break;
-    default: launch<256>(p, B, s); break;
+    case 64: launch_hd<64>(p, B, s); break;
+    case 128: launch_hd<128>(p, B, s); break;
+    default: launch_hd<256>(p, B, s); break;
   }
 }
 
