@@ -378,6 +378,25 @@ int run_verify_cmd(const VerifyArgs& a, const CLI::App& cmd) {
   return 0;
 }
 
+/// `floors`: the table to stdout, the rows as JSON to `out` when given.
+int run_floors_cmd(const FloorsConfig& cfg, const std::string& out, const std::string& commit) {
+  const std::vector<nlohmann::json> rows = run_floors(cfg);
+  std::printf("%s", floors_table(rows).c_str());
+  if (!out.empty()) {
+    const nlohmann::json j = {
+        {"bench", "floors"},
+        {"commit", commit},
+        {"date", cli::utc_now()},
+        {"method", "byte_model.h counts of both sides of each target; bound = their ratio at "
+                   "equal bandwidth"},
+        {"args", {{"L", cfg.L}}},
+        {"rows", rows}};
+    write_json(j, out);
+    std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), out.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace replayssm::bench
 
@@ -487,38 +506,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "replayssm_bench: error: %s (see --help)\n", e.what());
     return 2;
   }
-  if (fc->parsed()) {  // the byte model only: no device
-    try {
-      check_out_path(floors_out);
-      const std::vector<nlohmann::json> rows = run_floors(fl);
-      std::printf("%s", floors_table(rows).c_str());
-      if (!floors_out.empty()) {
-        nlohmann::json j = {{"bench", "floors"},
-                            {"commit", floors_commit},
-                            {"date", cli::utc_now()},
-                            {"method", "byte_model.h counts of both sides of each target; bound "
-                                       "= their ratio at equal bandwidth"},
-                            {"args", {{"L", fl.L}}},
-                            {"rows", rows}};
-        write_json(j, floors_out);
-        std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), floors_out.c_str());
-      }
-      return 0;
-    } catch (const UsageError& e) {
-      std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
-      return 2;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
-      return 1;
-    }
-  }
   // Usage errors and a missing GPU before any output; errors of a run after its progress line.
   try {
-    if (vc->parsed())
-      check_verify_usage(v, *vc);
-    else
-      check_kernels_usage(a);
-    require_device();
+    if (fc->parsed()) {
+      check_out_path(floors_out);  // (the byte model only: no device)
+    } else {
+      if (vc->parsed())
+        check_verify_usage(v, *vc);
+      else
+        check_kernels_usage(a);
+      require_device();
+    }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "replayssm_bench: error: %s\n", e.what());
     return 2;
@@ -527,6 +525,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
+    if (fc->parsed()) return run_floors_cmd(fl, floors_out, floors_commit);
     if (vc->parsed()) return run_verify_cmd(v, *vc);
     return run_kernels(a, *k);
   } catch (const std::exception& e) {

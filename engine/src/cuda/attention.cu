@@ -318,17 +318,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 4) attention_split_kernel(At
       L += red_l[w][g] * f;
       O += red_acc[w][g][d] * f;
     }
-    const int64_t b = row[g];
-    const int h = head[g];
-    if (seen[g] == 0) {  // an unused token (the combine kernel zeroes it if split)
-      if (p.splits == 1) p.out[(b * p.nh + h) * HD + d] = __float2bfloat16_rn(0.0f);
-    } else if (p.splits == 1) {
-      write_out(p, b, h, d, O / L);
-    } else {
-      const int64_t part = (b * p.nh + h) * p.splits + split;
-      p.part_acc[part * HD + d] = O;
-      if (d == 0) p.part_ml[2 * part] = M, p.part_ml[2 * part + 1] = L;
-    }
+    store_query(p, row[g], head[g], d, seen[g] != 0, split, M, L, O);
   }
 }
 

@@ -321,17 +321,7 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(Attention p) {
       L += x[HD + 1] * f;
       O += x[d] * f;
     }
-    const int64_t b = row_of(r);
-    const int h = head_of(r);
-    if (s_seen[r] == 0) {  // an unused token (the combine kernel zeroes it if split)
-      if (p.splits == 1) p.out[(b * p.nh + h) * HD + d] = __float2bfloat16_rn(0.0f);
-    } else if (p.splits == 1) {
-      write_out(p, b, h, d, O / L);
-    } else {
-      const int64_t part = (b * p.nh + h) * p.splits + split;
-      p.part_acc[part * HD + d] = O;
-      if (d == 0) p.part_ml[2 * part] = M, p.part_ml[2 * part + 1] = L;
-    }
+    store_query(p, row_of(r), head_of(r), d, s_seen[r] != 0, split, M, L, O);
   }
 }
 
