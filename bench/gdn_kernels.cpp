@@ -15,7 +15,7 @@ StepBytes gdn_mode_bytes(const GdnShape& s, DType state, StateFormat read) {
   // beta (fp32) beside their record, which only the flush reads (v in place of u:
   // flush.cuh EXACT). Counted as a whole record per history entry until session 33, which
   // overstated the 16-bit steps' % of copy at large h (Qwen3.5-4B h = 14: 433 MB counted for
-  // 366 MB moved). (fp16sr/fp16sr: they read the float16 checkpoint itself, no copy.)
+  // 373.9 MB moved). (fp16sr/fp16sr: they read the float16 checkpoint itself, no copy.)
   if (read != StateFormat::kFp32) {
     if (read != StateFormat::kFp16Sr) b.copy_bytes = state_format_bytes(read, s.HV, s.V, s.K);
     b.record_extra_bytes = s.HV * s.V * 4 + s.HV * 4;

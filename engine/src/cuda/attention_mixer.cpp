@@ -71,6 +71,12 @@ class AttentionMixer final : public CarvedMixer<AttentionMixer> {
     at.q = s.q;
     at.out = s.out;
     at.splits = attention_splits(at, B, num_sms_);
+    // The partials' scratch was laid out for the split rule at load time; a rule that changed
+    // since (RSSM_ATTENTION_PLAN set in-process) must not write past it.
+    if (at.splits > 1 && B * at.splits > partial_rows_)
+      throw ConfigError("attention splits " + std::to_string(at.splits) + " x " +
+                        std::to_string(B) + " rows exceed the " + std::to_string(partial_rows_) +
+                        " partial rows laid out at load (RSSM_ATTENTION_PLAN changed after load?)");
     at.part_acc = s.part_acc;
     at.part_ml = s.part_ml;
     attention_prep(at, B, st.stream);

@@ -1,7 +1,7 @@
 // Decode attention on the tensor cores (attention_mma.h). A block serves one KV head j of one row
 // group (Attention::tokens_per_row rows of one slot) and up to 16 of its queries (the GQA group's
-// heads times the group's tokens) over one chunk of positions. Each of its 4 warps walks its own
-// 16-position tiles of the chunk:
+// heads times the group's tokens) over one chunk of positions. Each of its warps (2 at head_dim
+// 256, else 4) walks its own 16-position tiles of the chunk:
 //   - the tile's K and V rows (bf16, 16 x head_dim each) stream into the warp's shared-memory
 //     stages by cp.async, kStages - 1 tiles ahead (16-byte chunks XOR-swizzled by row, so that
 //     ldmatrix reads 8 rows without bank conflicts); positions past the chunk are zero-filled;
@@ -25,11 +25,11 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/attention_rows.cuh"
 #include "cuda/common/async_copy.cuh"
-#include "cuda/common/plan_env.h"
 #include "cuda/launch_check.h"
 #include "replayssm/errors.h"
 
@@ -325,25 +325,40 @@ __global__ void __launch_bounds__(W * 32) attention_mma_kernel(Attention p) {
   }
 }
 
-/// RSSM_ATTENTION_PLAN (A/B runs only): mma=0 takes the CUDA-core kernel, warps=2|4 the warps per
-/// block of the tensor-core one (default: 2 at head_dim 256, where 4 warps' stages leave room
-/// for one block per SM, else 4), splits=N (1..64) its chunks per row (default: attention_splits'
-/// rule). Another key or value is a ConfigError.
+/// RSSM_ATTENTION_PLAN (A/B runs only), "key=value" pairs separated by commas: mma=0 takes the
+/// CUDA-core kernel, warps=2|4 the warps per block of the tensor-core one (default: 2 at head_dim
+/// 256, where 4 warps' stages leave room for one block per SM, else 4), splits=N (1..64) its
+/// chunks per row (default: attention_splits' rule). Anything else (another key, a value that is
+/// not a whole number in range, a pair without '=') is a ConfigError naming it. Read at every
+/// call, so that tests can set it in-process.
 struct PlanEnv {
   int mma = 1, warps = 0, splits = 0;
 };
 PlanEnv plan_env() {
   PlanEnv e;
-  ::replayssm::cuda::for_each_plan_override("RSSM_ATTENTION_PLAN", [&](const std::string& k, int v) {
-    const bool ok = k == "mma" ? v == 0 || v == 1
-                    : k == "warps" ? v == 2 || v == 4
-                    : k == "splits" ? v >= 1 && v <= 64
-                                    : false;
+  const char* env = std::getenv("RSSM_ATTENTION_PLAN");
+  if (!env || !*env) return e;
+  const std::string all(env);
+  size_t at = 0;
+  while (at <= all.size()) {
+    const size_t end = std::min(all.find(',', at), all.size());
+    const std::string kv = all.substr(at, end - at);
+    const size_t eq = kv.find('=');
+    const std::string k = kv.substr(0, eq == std::string::npos ? kv.size() : eq);
+    const std::string v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    char* stop = nullptr;
+    const long n = v.empty() ? -1 : std::strtol(v.c_str(), &stop, 10);
+    const bool whole = !v.empty() && stop && *stop == '\0';
+    const bool ok = whole && (k == "mma"      ? n == 0 || n == 1
+                              : k == "warps"  ? n == 2 || n == 4
+                              : k == "splits" ? n >= 1 && n <= 64
+                                              : false);
     if (!ok)
-      throw ConfigError("RSSM_ATTENTION_PLAN: " + k + "=" + std::to_string(v) +
-                        " (expected mma=0|1, warps=2|4, splits=1..64)");
-    (k == "mma" ? e.mma : k == "warps" ? e.warps : e.splits) = v;
-  });
+      throw ConfigError("RSSM_ATTENTION_PLAN: '" + kv +
+                        "' (expected mma=0|1, warps=2|4, splits=1..64, comma-separated)");
+    (k == "mma" ? e.mma : k == "warps" ? e.warps : e.splits) = static_cast<int>(n);
+    at = end + 1;
+  }
   return e;
 }
 
@@ -385,7 +400,8 @@ int64_t attention_mma_blocks(const Attention& p, int64_t B) {
 }
 
 int attention_mma_blocks_per_sm(int hd) {
-  // 227 KB of shared memory per SM (H100/H200) over the block's layout.
+  // 228 KB of shared memory per SM on the H100/H200 (227 KB usable by a block, 1 KB reserved per
+  // block) over the block's layout; the build targets sm_90a.
   const int w = warps_for(hd);
   const int bytes = hd == 64    ? (w == 2 ? Smem<64, 2>::kTotal : Smem<64, 4>::kTotal)
                     : hd == 128 ? (w == 2 ? Smem<128, 2>::kTotal : Smem<128, 4>::kTotal)
