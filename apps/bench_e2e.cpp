@@ -205,11 +205,12 @@ int run_e2e(const E2eArgs& args) {
   info.seed = a.seed;
   info.family = ssm_family(cfg);
 
-  fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} windows per point "
-             "(16 steps, or the next multiple of L)\n",
+  fmt::print("bench e2e: {} ({}, {} weights) on {}; batches {}; context {}; {} window{} per "
+             "point (16 steps, or the next multiple of L)\n",
              label, info.family, info.weights,
              a.device == "cuda" ? cuda::device_summary() : std::string("the CPU"),
-             fmt::format("{}", fmt::join(a.batches, ",")), a.context, a.windows);
+             fmt::format("{}", fmt::join(a.batches, ",")), a.context, a.windows,
+             a.windows == 1 ? "" : "s");
   std::vector<E2eRow> rows;
   std::mt19937_64 rng(a.seed);
   Progress bar("bench e2e", static_cast<long>(variants.size() * a.batches.size()));
@@ -250,7 +251,7 @@ int run_e2e(const E2eArgs& args) {
 void add_bench(CLI::App& app, Action& action) {
   auto* bench = app.add_subcommand(
       "bench", "benchmarks of whole models (the kernel benchmarks are build/bench/replayssm_bench "
-               "kernels|verify, built with CUDA)");
+               "kernels|verify|floors, built with the CUDA toolkit; floors needs no GPU)");
   bench->require_subcommand(1);
   auto* a = new E2eArgs;  // lives as long as the app (the process)
   auto* sub = bench->add_subcommand(

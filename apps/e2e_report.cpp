@@ -54,6 +54,20 @@ void print_e2e_table(const E2eRunInfo& info, const std::vector<E2eRow>& rows) {
   fmt::print("(speedup over the mean of the two conventional runs; * the ring length the "
              "dispatcher recommends for that batch, dispatch.h; tokens/s = batch / ms in the "
              "JSON)\n");
+  // The two conventional runs bracket the others: far apart, the machine's load changed
+  // during the point and its speedups say more about that than about the decoding.
+  for (const int64_t b : batches) {
+    double lo = 0, hi = 0;
+    for (const E2eRow& r : rows)
+      if (r.batch == b && r.variant == "conventional" && r.state == "fp32/fp32" && r.ms > 0) {
+        lo = lo == 0 ? r.ms : std::min(lo, r.ms);
+        hi = std::max(hi, r.ms);
+      }
+    if (lo > 0 && hi > 1.25 * lo)
+      fmt::print("note: batch {}: the two conventional runs differ {:.1f}x ({:.3f} / {:.3f} ms): "
+                 "the machine's load changed during the point, its speedups are not reliable\n",
+                 b, hi / lo, lo, hi);
+  }
   // What a serving loop pays per step on top: the logits download (step) or one id per row
   // (step_greedy), for the first variant.
   fmt::print("whole steps as a serving loop calls them ({}), ms: step() with the logits / "

@@ -85,7 +85,8 @@ std::vector<engine::Request> make_requests(const GenerateOptions& o, bool bytes)
         static_cast<int64_t>(reqs[i].prompt.size()) + o.max_new_tokens <= o.max_context,
         "request ", i, ": prompt (", reqs[i].prompt.size(), " token",
         cli::plural_s(static_cast<int64_t>(reqs[i].prompt.size())), ") + -n (", o.max_new_tokens,
-        ") exceeds --max-context ", o.max_context, " (raise it, up to ", 1 << 20, ")");
+        ") exceeds --max-context ", o.max_context,
+        o.max_context < (1 << 20) ? " (raise it, up to 1048576, or lower -n)" : " (lower -n)");
   return reqs;
 }
 

@@ -28,8 +28,9 @@ int main(int argc, char** argv) {
   const std::string errs[] = {
       replayssm::cli::unknown_command(
           app, argc, argv, "replayssm",
-          {{"kernels", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify"},
-           {"verify", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify"}}),
+          {{"kernels", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify|floors"},
+           {"verify", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify|floors"},
+           {"floors", "the kernel benchmarks are build/bench/replayssm_bench kernels|verify|floors"}}),
       replayssm::cli::empty_list_element(
           argc, argv, {"--batch", "-L", "--ring", "--state", "-T", "--prompt-ids", "--buckets"})};
   for (const std::string& err : errs)

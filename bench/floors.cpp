@@ -130,7 +130,7 @@ std::vector<json> run_floors(const FloorsConfig& cfg) {
 
 std::string floors_table(const std::vector<json>& rows) {
   std::string t = fmt::format("{:<6} {:<13} {:<11} {:<24} {:<11} {:>9} {:>7} {:>9}  {}\n", "issue",
-                              "shape", "state", "point", "target", "bound", "target",
+                              "shape", "state", "point", "compares", "bound", "target",
                               "needs bw", "meetable at equal bandwidth");
   for (const json& r : rows) {
     const std::string point =

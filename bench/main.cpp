@@ -485,10 +485,19 @@ int main(int argc, char** argv) {
   CLI::App* fc = app.add_subcommand(
       "floors", "byte floors of the verify (issue 5) and read-copy (issue 6) speed targets, from "
                 "the byte model (no GPU)");
-  fc->add_option("-L,--L", fl.L, "ring length of the decode and ordinary steps")
-      ->check(cli::in_range(3, 64))
+  fc->footer(
+      "One line per target point. 'compares': ratio = verify latency / one decode step at h = "
+      "L/2 - 1 (lower is better), speedup = the other side's latency / the replay side's (the "
+      "snapshot baseline over the verify, or the fp32-read ordinary step over one reading the "
+      "copy; higher is better). 'bound': that quantity when both sides move their bytes at the "
+      "same bandwidth: a floor of a ratio, a ceiling of a speedup. 'target': the issue's value. "
+      "'needs bw': the replay side's bandwidth, as a fraction of the other side's, that the "
+      "target asks for (above 100%: out of reach for any kernel). Verify rows of T tokens use "
+      "the ring max(L, 4T), as `verify` does. bench/README.md \"Byte floors\" says more.");
+  fc->add_option("-L,--L", fl.L, "ring length of the decode and ordinary steps (verify: max(L, 4T))")
+      ->check(cli::in_range(5, 64))
       ->capture_default_str();
-  fc->add_option("--out", floors_out, "write the rows as JSON here");
+  fc->add_option("--out", floors_out, "write the rows as JSON here")->check(cli::non_empty());
   fc->add_option("--commit", floors_commit, "commit recorded in the JSON (git rev-parse HEAD)");
   const std::string errs[] = {
       cli::unknown_command(app, argc, argv, "replayssm_bench"),
