@@ -18,6 +18,28 @@ using nlohmann::json;
 
 json opt(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
 
+/// The point `row` with one target's fields: kind "ratio_to_decode_step" (replay latency / the
+/// baseline's, lower is better) or "speedup" (the baseline's / replay's, higher is better), the
+/// two sides' bytes, the bound at equal bandwidth, and the replay side's bandwidth, as a fraction
+/// of the baseline side's, that the issue's target (if any at this point) needs.
+json with_target(json row, const std::string& kind, const std::string& baseline, double bytes,
+                 double baseline_bytes, std::optional<double> target) {
+  const bool ratio = kind != "speedup";
+  const double bound = ratio ? bytes / baseline_bytes : baseline_bytes / bytes;
+  row["target"] = kind;
+  row["baseline"] = baseline;
+  row["bytes"] = bytes;
+  row["baseline_bytes"] = baseline_bytes;
+  row["bound"] = bound;
+  row["target_value"] = opt(target);
+  row["needs_bandwidth_fraction"] =
+      !target ? json(nullptr)
+      : ratio ? json(bytes / baseline_bytes / *target)
+              : json(*target * bytes / baseline_bytes);
+  row["meetable"] = !target ? json(nullptr) : json(ratio ? bound <= *target : bound >= *target);
+  return row;
+}
+
 /// Issue 5, per shape: verify of T tokens (ring max(L, 4T)) against one decode step at h = L/2 - 1
 /// (verify_bench.cpp's points), and the snapshot baseline against the verify.
 void verify_rows(const FloorsConfig& cfg, const char* family, const std::string& shape,
@@ -39,36 +61,20 @@ void verify_rows(const FloorsConfig& cfg, const char* family, const std::string&
       const Cycle cyc = cycle_of(rc, accept, start, L);
       const double verify = bm.verify(T, cyc.mean_h, cyc.flush_fraction);
       const double snapshot = bm.snapshot(T);
-      json base = {{"bench", "floors"},    {"issue", 5},
-                   {"family", family},     {"shape", shape},
-                   {"T", T},               {"L", L},
-                   {"acceptance", accept == T ? "all-accept" : "all-reject"},
-                   {"mean_h", cyc.mean_h}, {"flush_fraction", cyc.flush_fraction},
-                   {"state", "fp32/fp32"}};
-      json r = base;
-      r["target"] = "ratio_to_decode_step";  // lower is better
-      r["bytes"] = verify;
-      r["baseline_bytes"] = decode;
-      r["baseline"] = fmt::format("decode step at h = {}", cfg.L / 2 - 1);
-      r["bound"] = verify / decode;
-      r["target_value"] = opt(ratio_target);
-      // the verify's bandwidth as a fraction of the decode step's that the target needs
-      r["needs_bandwidth_fraction"] = opt(ratio_target ? std::optional(verify / decode / *ratio_target)
-                                                       : std::nullopt);
-      r["meetable"] = ratio_target ? json(verify / decode <= *ratio_target) : json(nullptr);
-      out.push_back(r);
-      json s = base;
-      s["target"] = "speedup";  // snapshot latency / verify latency, higher is better
-      s["bytes"] = verify;
-      s["baseline_bytes"] = snapshot;
-      s["baseline"] = "snapshot";
-      s["bound"] = snapshot / verify;
-      s["target_value"] = opt(speedup_target);
-      // the verify's bandwidth as a fraction of the snapshot baseline's that the target needs
-      s["needs_bandwidth_fraction"] =
-          opt(speedup_target ? std::optional(*speedup_target * verify / snapshot) : std::nullopt);
-      s["meetable"] = speedup_target ? json(snapshot / verify >= *speedup_target) : json(nullptr);
-      out.push_back(s);
+      const json base = {{"bench", "floors"},
+                         {"issue", 5},
+                         {"family", family},
+                         {"shape", shape},
+                         {"T", T},
+                         {"L", L},
+                         {"acceptance", accept == T ? "all-accept" : "all-reject"},
+                         {"mean_h", cyc.mean_h},
+                         {"flush_fraction", cyc.flush_fraction},
+                         {"state", "fp32/fp32"}};
+      out.push_back(with_target(base, "ratio_to_decode_step",
+                                fmt::format("decode step at h = {}", cfg.L / 2 - 1), verify,
+                                decode, ratio_target));
+      out.push_back(with_target(base, "speedup", "snapshot", verify, snapshot, speedup_target));
     }
   }
 }
@@ -88,23 +94,14 @@ void read_rows(const FloorsConfig& cfg, const char* family, const Shape& sh, Mod
         : rd == StateFormat::kFp8 ? std::nullopt
                                   : std::optional(1.8);
     auto row = [&](const json& h, double base, double bytes) {
-      json r = {{"bench", "floors"},
-                {"issue", 6},
-                {"family", family},
-                {"shape", sh.name},
-                {"state", fmt::format("fp32/{}", state_format_name(rd))},
-                {"L", cfg.L},
-                {"h", h},
-                {"target", "speedup"},  // fp32-read µs / this step's µs, higher is better
-                {"baseline", "fp32-read ordinary step"},
-                {"bytes", bytes},
-                {"baseline_bytes", base},
-                {"bound", base / bytes},
-                {"target_value", opt(target)},
-                {"needs_bandwidth_fraction",
-                 opt(target ? std::optional(*target * bytes / base) : std::nullopt)},
-                {"meetable", target ? json(base / bytes >= *target) : json(nullptr)}};
-      out.push_back(r);
+      const json point = {{"bench", "floors"},
+                          {"issue", 6},
+                          {"family", family},
+                          {"shape", sh.name},
+                          {"state", fmt::format("fp32/{}", state_format_name(rd))},
+                          {"L", cfg.L},
+                          {"h", h}};
+      out.push_back(with_target(point, "speedup", "fp32-read ordinary step", bytes, base, target));
     };
     for (int h : {1, cfg.L / 2 - 1, cfg.L - 2})
       row(h, static_cast<double>(f32.ordinary(h)), static_cast<double>(bm.ordinary(h)));

@@ -190,7 +190,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-
 /// hd = 32 E, GB = heads_per_block(hd, TT * G) queries per block, TT = tokens_per_row. A block
 /// serves queries q0 .. q0 + gb - 1 of one (KV head j, row group): query q is token q / G (row
 /// group * TT + q / G) and query head j * G + q % G, and each query sees positions up to its own

@@ -30,7 +30,7 @@
 
 #include "cuda/attention_rows.cuh"
 #include "cuda/common/async_copy.cuh"
-#include "cuda/launch_check.h"
+#include "cuda/common/launch.cuh"
 #include "replayssm/errors.h"
 
 namespace replayssm::engine::cuda {
@@ -367,17 +367,24 @@ int warps_for(int hd) {
   return w ? w : hd >= 256 ? 2 : 4;
 }
 
+/// Blocks per (KV head, row group): the group's queries in blocks of kRows (the grid's x / nkv).
+int query_blocks(const Attention& p) {
+  return (p.tokens_per_row * (p.nh / p.nkv) + kRows - 1) / kRows;
+}
+
 template <int HD, int W>
 void launch(const Attention& p, int64_t B, cudaStream_t s) {
-  const int QG = p.tokens_per_row * (p.nh / p.nkv);
-  const dim3 grid(static_cast<unsigned>(p.nkv * ((QG + kRows - 1) / kRows)),
+  const dim3 grid(static_cast<unsigned>(p.nkv * query_blocks(p)),
                   static_cast<unsigned>(B / p.tokens_per_row), static_cast<unsigned>(p.splits));
-  constexpr int smem = Smem<HD, W>::kTotal;
-  check_cuda(cudaFuncSetAttribute(attention_mma_kernel<HD, W>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-             "engine attention_decode (tensor cores): raising the shared-memory limit");
-  attention_mma_kernel<HD, W><<<grid, W * 32, smem, s>>>(p);
-  check_launch("engine attention_decode (tensor cores)");
+  ::replayssm::cuda::launch_with_smem(attention_mma_kernel<HD, W>, grid, W * 32,
+                                      Smem<HD, W>::kTotal, s, p,
+                                      "engine attention_decode (tensor cores)");
+}
+
+/// Shared memory of the head_dim-HD kernel with w warps per block.
+template <int HD>
+int smem_bytes(int w) {
+  return w == 2 ? Smem<HD, 2>::kTotal : Smem<HD, 4>::kTotal;
 }
 
 template <int HD>
@@ -395,17 +402,15 @@ bool attention_mma_fits(const Attention& p) {
 }
 
 int64_t attention_mma_blocks(const Attention& p, int64_t B) {
-  const int QG = p.tokens_per_row * (p.nh / p.nkv);
-  return int64_t{p.nkv} * ((QG + kRows - 1) / kRows) * (B / p.tokens_per_row);
+  return int64_t{p.nkv} * query_blocks(p) * (B / p.tokens_per_row);
 }
 
 int attention_mma_blocks_per_sm(int hd) {
   // 228 KB of shared memory per SM on the H100/H200 (227 KB usable by a block, 1 KB reserved per
   // block) over the block's layout; the build targets sm_90a.
   const int w = warps_for(hd);
-  const int bytes = hd == 64    ? (w == 2 ? Smem<64, 2>::kTotal : Smem<64, 4>::kTotal)
-                    : hd == 128 ? (w == 2 ? Smem<128, 2>::kTotal : Smem<128, 4>::kTotal)
-                                : (w == 2 ? Smem<256, 2>::kTotal : Smem<256, 4>::kTotal);
+  const int bytes =
+      hd == 64 ? smem_bytes<64>(w) : hd == 128 ? smem_bytes<128>(w) : smem_bytes<256>(w);
   return std::max(1, 232448 / (bytes + 1024));
 }
 
